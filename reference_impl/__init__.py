@@ -1,0 +1,1 @@
+"""Reference implementation of the Session Lineage spec: HTTP, service and store layers."""

@@ -1,0 +1,73 @@
+"""Domain errors. Each class names one problem kind of spec/problem-types.yaml."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A rule of the spec refused the request; `kind` selects the problem type."""
+
+    kind: str = "internal"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(DomainError):
+    kind = "not-found"
+
+
+class SessionExists(DomainError):
+    kind = "session-exists"
+
+
+class TurnExists(DomainError):
+    kind = "turn-exists"
+
+
+class TurnInProgress(DomainError):
+    kind = "turn-in-progress"
+
+
+class TurnNotRunning(DomainError):
+    kind = "turn-not-running"
+
+
+class TurnIncomplete(DomainError):
+    kind = "turn-incomplete"
+
+
+class UnknownTurn(DomainError):
+    kind = "unknown-turn"
+
+
+class TargetConflict(DomainError):
+    kind = "target-conflict"
+
+
+class IdempotencyKeyReused(DomainError):
+    kind = "idempotency-key-reused"
+
+
+class IdempotencyInFlight(DomainError):
+    kind = "idempotency-in-flight"
+
+
+class DepthExceeded(DomainError):
+    kind = "depth-exceeded"
+
+
+class PayloadTooLarge(DomainError):
+    kind = "payload-too-large"
+
+
+class InvalidCursor(DomainError):
+    kind = "invalid-cursor"
+
+
+class InvalidRequest(DomainError):
+    kind = "invalid-request"
+
+
+class StorageUnavailable(DomainError):
+    kind = "unavailable"

@@ -1,0 +1,210 @@
+"""Routes of the Session Lineage API and the mapping of every error to a problem document."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.exc import DBAPIError, OperationalError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import spec
+from reference_impl import diagnostics
+from reference_impl.errors import DomainError
+from reference_impl.http.problems import problem
+from reference_impl.http.requests import (
+    idempotency_key,
+    json_body,
+    path_id,
+    principal_of,
+    query_int,
+    query_str,
+)
+from reference_impl.service import LineageService
+from reference_impl.settings import Settings
+from reference_impl.store import Store
+from reference_impl.store.engine import make_engine, migrate
+
+log = logging.getLogger("reference_impl")
+ROUND_TRIPS_HEADER = "Storage-Round-Trips"
+
+
+class RoundTripHeader:
+    """ASGI middleware: counts the storage round trips of each request into a header."""
+
+    def __init__(self, app: ASGIApp, enabled: bool) -> None:
+        self.app = app
+        self.enabled = enabled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.enabled:
+            await self.app(scope, receive, send)
+            return
+        counter = diagnostics.start_counting()
+
+        async def send_with_count(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_count)
+
+
+class Api:
+    """Request handlers: read the request, call the service, render the answer."""
+
+    def __init__(self, service: LineageService, settings: Settings) -> None:
+        self.service = service
+        self.settings = settings
+
+    def principal(self, request: Request) -> str:
+        return principal_of(request, self.settings.tokens)
+
+    async def body(self, request: Request, schema_file: str) -> dict[str, Any]:
+        return await json_body(request, schema_file, self.settings.limits.max_request_bytes)
+
+    async def capabilities(self, request: Request) -> Response:
+        return JSONResponse(self.service.capabilities(spec.spec_version()))
+
+    async def create_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        body = await self.body(request, "session-create.json")
+        result = await run_in_threadpool(self.service.create_session, principal, body)
+        return JSONResponse(result, status_code=201)
+
+    async def get_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        return JSONResponse(await run_in_threadpool(self.service.get_session, principal, session_id))
+
+    async def start_turn(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        body = await self.body(request, "turn-create.json")
+        result = await run_in_threadpool(self.service.start_turn, principal, session_id, body)
+        return JSONResponse(result, status_code=201)
+
+    async def append_records(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        turn_id = path_id(request, "turn_id")
+        body = await self.body(request, "records-append.json")
+        result = await run_in_threadpool(
+            self.service.append_records, principal, session_id, turn_id, body
+        )
+        return JSONResponse(result, status_code=201)
+
+    async def finish_turn(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        turn_id = path_id(request, "turn_id")
+        body = await self.body(request, "turn-finish.json")
+        result = await run_in_threadpool(
+            self.service.finish_turn, principal, session_id, turn_id, body
+        )
+        return JSONResponse(result)
+
+    async def fork(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        key = idempotency_key(request)
+        body = await self.body(request, "fork-request.json")
+        outcome = await run_in_threadpool(self.service.fork, principal, session_id, body, key)
+        return JSONResponse(
+            outcome.body,
+            status_code=outcome.status,
+            headers={"Idempotency-Replayed": "true" if outcome.replayed else "false"},
+        )
+
+    async def transcript(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        cursor, limit = query_str(request, "cursor"), query_int(request, "limit")
+        page = await run_in_threadpool(
+            self.service.transcript, principal, session_id, cursor, limit
+        )
+        return JSONResponse(page.as_json())
+
+    async def records(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        cursor, limit = query_str(request, "cursor"), query_int(request, "limit")
+        page = await run_in_threadpool(
+            self.service.own_records, principal, session_id, cursor, limit
+        )
+        return JSONResponse(page.as_json())
+
+    async def lineage(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        return JSONResponse(await run_in_threadpool(self.service.lineage, principal, session_id))
+
+
+async def _domain_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DomainError)
+    return problem(exc.kind, exc.detail)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return problem("method-not-allowed", "method not allowed", headers=exc.headers)
+    return problem("not-found", f"no resource at {request.url.path}")
+
+
+async def _storage_error(request: Request, exc: Exception) -> Response:
+    log.warning("storage unavailable: %s", exc)
+    return problem("unavailable", "storage is unavailable; retry later", {"Retry-After": "1"})
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("unexpected error", exc_info=exc)
+    return problem("internal", "internal server error")
+
+
+def build_app(service: LineageService, settings: Settings) -> Starlette:
+    """The ASGI application around a ready service (used by tests that swap layers)."""
+    api = Api(service, settings)
+    routes = [
+        Route("/capabilities", api.capabilities, methods=["GET"]),
+        Route("/sessions", api.create_session, methods=["POST"]),
+        Route("/sessions/{session_id}", api.get_session, methods=["GET"]),
+        Route("/sessions/{session_id}/turns", api.start_turn, methods=["POST"]),
+        Route(
+            "/sessions/{session_id}/turns/{turn_id}/records", api.append_records, methods=["POST"]
+        ),
+        Route("/sessions/{session_id}/turns/{turn_id}/finish", api.finish_turn, methods=["POST"]),
+        Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
+        Route("/sessions/{session_id}/transcript", api.transcript, methods=["GET"]),
+        Route("/sessions/{session_id}/records", api.records, methods=["GET"]),
+        Route("/sessions/{session_id}/lineage", api.lineage, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            DomainError: _domain_error,
+            HTTPException: _http_error,
+            OperationalError: _storage_error,
+            DBAPIError: _storage_error,
+            Exception: _unexpected,
+        },
+    )
+    app.add_middleware(RoundTripHeader, enabled=settings.query_count_diagnostics)
+    app.state.service = service
+    return app
+
+
+def create_app(settings: Settings) -> Starlette:
+    """Open (and migrate) the database named by the settings, then build the application."""
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    service = LineageService(Store(engine), settings.limits, settings.query_count_diagnostics)
+    return build_app(service, settings)

@@ -1,0 +1,126 @@
+"""Reading a request: credentials, path ids, query parameters, JSON bodies checked by schema."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from starlette.requests import Request
+
+import spec
+from reference_impl.errors import DomainError, InvalidRequest, NotFound, PayloadTooLarge
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~+/=-]{1,256}$")
+KEY_PATTERN = re.compile(r'^[\x21-\x7e]{1,255}$')
+
+
+class Unauthenticated(DomainError):
+    kind = "unauthenticated"
+
+
+class MalformedJson(DomainError):
+    kind = "malformed-json"
+
+
+class UnsupportedMediaType(DomainError):
+    kind = "unsupported-media-type"
+
+
+class InvalidIdempotencyKey(DomainError):
+    kind = "invalid-idempotency-key"
+
+
+def principal_of(request: Request, tokens: dict[str, str]) -> str:
+    """The principal a bearer token names; any well-formed token in development mode."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not TOKEN_PATTERN.match(token):
+        raise Unauthenticated("a bearer token is required")
+    if not tokens:
+        return token
+    if token not in tokens:
+        raise Unauthenticated("unknown bearer token")
+    return tokens[token]
+
+
+def path_id(request: Request, name: str) -> str:
+    """A path id; one that cannot exist is simply not found."""
+    value = request.path_params[name]
+    if not ID_PATTERN.match(value):
+        raise NotFound(f"no {name.replace('_', ' ')} {value!r}")
+    return value
+
+
+def query_int(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    if not re.fullmatch(r"[0-9]{1,9}", raw):
+        raise InvalidRequest(f"query parameter {name!r} must be a positive integer")
+    return int(raw)
+
+
+def query_str(request: Request, name: str, max_length: int = 2048) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is not None and not (1 <= len(raw) <= max_length):
+        raise InvalidRequest(f"query parameter {name!r} must have 1 to {max_length} characters")
+    return raw
+
+
+def idempotency_key(request: Request) -> str | None:
+    """The key as a Structured Field string (`"..."`) or a bare token of visible ASCII."""
+    values = request.headers.getlist("idempotency-key")
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidIdempotencyKey("send one Idempotency-Key header")
+    raw = values[0].strip()
+    if raw.startswith('"'):
+        if len(raw) < 2 or not raw.endswith('"'):
+            raise InvalidIdempotencyKey("unterminated Structured Field string")
+        inner = raw[1:-1]
+        value = re.sub(r'\\(["\\])', r"\1", inner)
+        if re.search(r'(?<!\\)"', inner) or re.search(r"\\(?![\"\\])", inner):
+            raise InvalidIdempotencyKey("invalid escape in Structured Field string")
+        if not re.fullmatch(r"[\x20-\x7e]{1,255}", value) or not value.strip():
+            raise InvalidIdempotencyKey("the key must have 1 to 255 printable ASCII characters")
+        return value
+    if not KEY_PATTERN.match(raw):
+        raise InvalidIdempotencyKey("the key must have 1 to 255 visible ASCII characters")
+    return raw
+
+
+async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[str, Any]:
+    """The body as JSON, after media type, size and schema checks."""
+    media_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
+    if media_type.lower() != "application/json" and not media_type.lower().endswith("+json"):
+        raise UnsupportedMediaType(f"expected application/json, got {media_type!r}")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"the body exceeds max_request_bytes ({max_bytes})")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw.extend(chunk)
+        if len(raw) > max_bytes:
+            raise PayloadTooLarge(f"the body exceeds max_request_bytes ({max_bytes})")
+    try:
+        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
+    try:
+        errors = sorted(
+            spec.validator(schema_file).iter_errors(body), key=lambda e: [str(p) for p in e.path]
+        )
+    except RecursionError as exc:
+        raise InvalidRequest("the body is nested too deeply") from exc
+    if errors:
+        first = errors[0]
+        where = "/" + "/".join(str(part) for part in first.absolute_path)
+        raise InvalidRequest(f"{where}: {first.message}"[:500])
+    return body
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -1,0 +1,32 @@
+"""Server settings: storage location, advertised limits and credentials."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits the server advertises in its capability document and enforces."""
+
+    max_lineage_depth: int = 16
+    max_page_size: int = 200
+    default_page_size: int = 50
+    max_record_bytes: int = 65_536
+    max_records_per_append: int = 100
+    max_request_bytes: int = 1_048_576
+    idempotency_key_lifetime_seconds: int = 86_400
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `create_app` needs; tokens map a bearer token to a principal.
+
+    With `tokens` empty the server runs in development mode: any well-formed bearer token is
+    accepted and names its own principal.
+    """
+
+    database_url: str = "sqlite:///session-lineage.db"
+    limits: Limits = field(default_factory=Limits)
+    tokens: dict[str, str] = field(default_factory=dict)
+    query_count_diagnostics: bool = True

@@ -1,0 +1,56 @@
+"""Engine construction and schema migration for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine, make_url
+
+from reference_impl import diagnostics
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+
+def make_engine(database_url: str) -> Engine:
+    """An engine whose transactions give the isolation the store relies on.
+
+    SQLite: WAL journal, a busy timeout, `BEGIN IMMEDIATE` for write transactions so that
+    concurrent writers queue instead of failing on lock upgrade, and `BEGIN` (a snapshot) for reads.
+    """
+    url = make_url(database_url)
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        _configure_sqlite(engine)
+    else:
+        engine = create_engine(url, pool_pre_ping=True)
+    diagnostics.instrument(engine)
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        write = conn.get_execution_options().get("write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def migrate(engine: Engine) -> None:
+    """Upgrade the database to the newest Alembic revision."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")

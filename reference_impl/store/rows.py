@@ -1,0 +1,94 @@
+"""Plain rows the store returns to the service layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LineageRow:
+    session_id: str
+    parent_session_id: str
+    root_session_id: str
+    depth: int
+    inherited_turn_count: int
+    cut_mode: str
+    cut_turn_id: str | None
+    cutoff_session_id: str | None
+    cutoff_turn_index: int
+    cutoff_record_index: int
+    created_at: str
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_id: str
+    owner: str
+    name: str | None
+    description: str | None
+    created_at: str
+    depth: int
+    turn_count: int
+    record_count: int
+    running_turn_id: str | None
+    lineage: LineageRow | None
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One session of a lineage chain with the bounds its descendant inherits.
+
+    `turn_bound` and `record_bound` are the last inherited turn and record indexes of this
+    session (-1: nothing); both are None for the session the chain was read for.
+    """
+
+    session: SessionRow
+    hops: int
+    turn_bound: int | None
+    record_bound: int | None
+
+
+@dataclass(frozen=True)
+class TurnRow:
+    turn_id: str
+    session_id: str
+    turn_index: int
+    role: str
+    status: str
+    first_record_index: int
+    end_record_index: int | None
+    created_at: str
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
+class RecordRow:
+    record_id: str
+    session_id: str
+    record_index: int
+    turn_id: str
+    turn_index: int
+    record_type: str
+    content: Any
+    created_at: str
+
+
+@dataclass(frozen=True)
+class IdempotencyRow:
+    principal: str
+    idempotency_key: str
+    fingerprint: str
+    child_session_id: str
+    response_status: int
+    response_body: str
+    expires_at: str
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A bounded slice of one session's records: indexes after `after` up to `upto` (None: all)."""
+
+    session_id: str
+    after: int
+    upto: int | None

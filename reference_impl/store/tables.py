@@ -1,0 +1,83 @@
+"""Table definitions used by the store's queries; the Alembic migrations create the same schema."""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, String, Table, Text
+
+ID = String(128)
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("session_id", ID, primary_key=True),
+    Column("owner", String(256), nullable=False),
+    Column("name", String(1024)),
+    Column("description", String(1024)),
+    Column("created_at", String(40), nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("turn_count", Integer, nullable=False),
+    Column("record_count", Integer, nullable=False),
+    Column("running_turn_id", ID),
+)
+
+session_lineage = Table(
+    "session_lineage",
+    metadata,
+    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("parent_session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("root_session_id", ID, nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("inherited_turn_count", Integer, nullable=False),
+    Column("cut_mode", String(16), nullable=False),
+    Column("cut_turn_id", ID),
+    # The physical cutoff: the session that holds the last inherited turn, that turn's index and
+    # the index of its last record. NULL session: nothing is inherited.
+    Column("cutoff_session_id", ID),
+    Column("cutoff_turn_index", Integer, nullable=False),
+    Column("cutoff_record_index", Integer, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Index("ix_session_lineage_parent", "parent_session_id"),
+    Index("ix_session_lineage_root", "root_session_id"),
+)
+
+turns = Table(
+    "turns",
+    metadata,
+    Column("turn_id", ID, primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("turn_index", Integer, nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("first_record_index", Integer, nullable=False),
+    Column("end_record_index", Integer),
+    Column("created_at", String(40), nullable=False),
+    Column("finished_at", String(40)),
+    Index("uq_turns_session_index", "session_id", "turn_index", unique=True),
+)
+
+records = Table(
+    "records",
+    metadata,
+    Column("record_id", String(64), primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("record_index", Integer, nullable=False),
+    Column("turn_id", ID, nullable=False),
+    Column("turn_index", Integer, nullable=False),
+    Column("record_type", String(64), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Index("uq_records_session_index", "session_id", "record_index", unique=True),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("principal", String(256), primary_key=True),
+    Column("idempotency_key", String(255), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("child_session_id", ID, nullable=False),
+    Column("response_status", Integer, nullable=False),
+    Column("response_body", Text, nullable=False),
+    Column("expires_at", String(40), nullable=False),
+)

@@ -1,0 +1,71 @@
+"""The Session Lineage specification as data: OpenAPI, JSON Schemas, requirements, problem types."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SPEC_DIR = Path(__file__).resolve().parent
+SCHEMAS_DIR = SPEC_DIR / "schemas"
+OPENAPI_PATH = SPEC_DIR / "openapi.yaml"
+REQUIREMENTS_PATH = SPEC_DIR / "requirements.yaml"
+PROBLEM_TYPES_PATH = SPEC_DIR / "problem-types.yaml"
+
+
+@lru_cache(maxsize=None)
+def load_yaml(path: Path) -> Any:
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def openapi() -> dict[str, Any]:
+    return load_yaml(OPENAPI_PATH)
+
+
+def requirements() -> list[dict[str, Any]]:
+    return load_yaml(REQUIREMENTS_PATH)["requirements"]
+
+
+def spec_version() -> str:
+    return str(load_yaml(REQUIREMENTS_PATH)["spec_version"])
+
+
+def problem_type_uri(kind: str) -> str:
+    """The stable `type` URI of an error kind, from problem-types.yaml."""
+    data = load_yaml(PROBLEM_TYPES_PATH)
+    if kind not in data["types"]:
+        raise KeyError(f"unknown problem kind {kind!r}")
+    return data["base"] + kind
+
+
+def problem_types() -> dict[str, dict[str, Any]]:
+    data = load_yaml(PROBLEM_TYPES_PATH)
+    return {data["base"] + kind: {"kind": kind, **entry} for kind, entry in data["types"].items()}
+
+
+@lru_cache(maxsize=None)
+def schema_registry() -> Any:
+    """Every schema under schemas/, addressed by its file URI so relative `$ref`s resolve."""
+    import json
+
+    from referencing import Registry, Resource
+
+    resources = []
+    for path in sorted(SCHEMAS_DIR.glob("*.json")):
+        contents = json.loads(path.read_text(encoding="utf-8"))
+        resources.append((path.as_uri(), Resource.from_contents(contents)))
+    return Registry().with_resources(resources)
+
+
+@lru_cache(maxsize=None)
+def validator(schema_file: str) -> Any:
+    """A Draft 2020-12 validator for one schema file (for example `fork-request.json`)."""
+    from jsonschema import Draft202012Validator, FormatChecker
+
+    uri = (SCHEMAS_DIR / schema_file).as_uri()
+    return Draft202012Validator(
+        {"$ref": uri}, registry=schema_registry(), format_checker=FormatChecker()
+    )
