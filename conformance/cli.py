@@ -1,0 +1,153 @@
+"""The `session-lineage` command: `check` a target, `serve` the reference server, render `docs`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from conformance import SUITE_VERSION
+from conformance.config import ConfigError, load
+from conformance.results import EXIT_USAGE
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.handler(args))
+    except ConfigError as exc:
+        print(f"session-lineage: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="session-lineage", description="Session Lineage spec tools: conformance suite and reference server."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {SUITE_VERSION}")
+    commands = parser.add_subparsers(dest="command")
+
+    check = commands.add_parser("check", help="run the conformance suite against a target")
+    where = check.add_mutually_exclusive_group()
+    where.add_argument("--target", help="base URL of the server under test (env SESSION_LINEAGE_TARGET)")
+    where.add_argument("--embedded", action="store_true", help="start the reference server in-process on a temporary SQLite database")
+    check.add_argument("--config", help="YAML configuration file (env SESSION_LINEAGE_CONFIG)")
+    check.add_argument("--token", action="append", dest="tokens", help="bearer token of one principal; give two or more")
+    check.add_argument("--strict", action="store_true", default=None, help="SHOULD failures gate too")
+    check.add_argument("--seed", type=int, help="replay a run's random choices")
+    check.add_argument("--select", action="append", help="run checks whose name or requirement ID starts with this")
+    check.add_argument("--expected-failures", help="the target's expected-failures YAML file")
+    check.add_argument("--report-json", help="write the JSON report here")
+    check.add_argument("--junit", help="write JUnit XML here")
+    check.add_argument("--markdown", help="write the Markdown summary here")
+    check.add_argument("--list", action="store_true", help="list the checks and their requirement IDs, then exit")
+    check.add_argument("--quiet", action="store_true", help="no progress display")
+    check.set_defaults(handler=_check)
+
+    serve = commands.add_parser("serve", help="run the reference server")
+    serve.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "sqlite:///session-lineage.db"))
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--tokens-file", help="YAML mapping of bearer token to principal (default: development mode)")
+    serve.add_argument("--max-lineage-depth", type=int)
+    serve.set_defaults(handler=_serve)
+
+    docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md from spec/requirements.yaml")
+    docs.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
+    docs.set_defaults(handler=_docs)
+    return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from conformance.progress import ProgressDisplay
+    from conformance.registry import all_checks, select
+    from conformance.reports import render_console, write_json, write_junit, write_markdown
+    from conformance.runner import run
+
+    console = Console(stderr=True)
+    if args.list:
+        for item in all_checks():
+            print(f"{item.name:55} {' '.join(item.requirements)}")
+        return 0
+    with ExitStack() as stack:
+        overrides = {
+            "strict": args.strict,
+            "seed": args.seed,
+            "select": args.select,
+            "expected_failures": args.expected_failures,
+            "target": args.target,
+            "tokens": args.tokens,
+        }
+        if args.embedded:
+            from conformance.embedded import reference_server
+
+            console.print("[dim]starting the embedded reference server (SQLite)…[/dim]")
+            server = stack.enter_context(reference_server())
+            overrides.update(target=server.url, tokens=list(server.tokens))
+        config = load(args.config, overrides)
+        selected = select(all_checks(), config.select)
+        if not selected:
+            raise ConfigError(f"no check matches --select {', '.join(config.select)}")
+        console.print(
+            f"session-lineage conformance {SUITE_VERSION} → {config.target}  "
+            f"seed {config.seed}  ids {config.id_prefix}*  {len(selected)} checks"
+        )
+        display = ProgressDisplay(console, len(selected), enabled=not args.quiet)
+        with display:
+            result = run(config, progress=display.update)
+    render_console(result, console)
+    for path, writer in ((args.report_json, write_json), (args.junit, write_junit), (args.markdown, write_markdown)):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            writer(result, path)
+            console.print(f"[dim]wrote {path}[/dim]")
+    return result.exit_code
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+    import yaml
+
+    from reference_impl.http import create_app
+    from reference_impl.settings import Limits, Settings
+
+    tokens: dict[str, str] = {}
+    if args.tokens_file:
+        data = yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict) or not data:
+            raise ConfigError(f"{args.tokens_file} must map bearer tokens to principals")
+        tokens = {str(token): str(principal) for token, principal in data.items()}
+    else:
+        print("session-lineage: development mode: any bearer token names its own principal", file=sys.stderr)
+    limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
+    app = create_app(Settings(database_url=args.database_url, tokens=tokens, limits=limits))
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from conformance.docs import REQUIREMENTS_MD, render_requirements
+
+    text = render_requirements()
+    if args.check:
+        current = REQUIREMENTS_MD.read_text(encoding="utf-8") if REQUIREMENTS_MD.exists() else ""
+        if current != text:
+            print(f"{REQUIREMENTS_MD} is stale: run `session-lineage docs`", file=sys.stderr)
+            return 1
+        return 0
+    REQUIREMENTS_MD.write_text(text, encoding="utf-8")
+    print(f"wrote {REQUIREMENTS_MD}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

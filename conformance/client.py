@@ -1,0 +1,280 @@
+"""A thin HTTP client that checks every response against the spec before a check sees it.
+
+Each response is validated against the schema the OpenAPI document declares for its operation,
+status and content type; errors must be problem+json whose `status` equals the HTTP status; a
+5xx is always a violation. Every exchange is recorded so a failure can be replayed with curl.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+import re
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import httpx
+from jsonschema import Draft202012Validator, FormatChecker
+
+import spec
+from conformance.errors import CheckFailed, TargetUnreachable
+from conformance.results import Exchange
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class Operation:
+    operation_id: str
+    method: str
+    template: str
+    pattern: re.Pattern[str]
+    responses: dict[str, Any]
+
+
+@lru_cache(maxsize=1)
+def operations() -> tuple[Operation, ...]:
+    found = []
+    for template, item in spec.openapi()["paths"].items():
+        regex = "^" + re.sub(r"\{[^/]+\}", "[^/]+", re.escape(template).replace(r"\{", "{").replace(r"\}", "}")) + "$"
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            found.append(
+                Operation(
+                    operation["operationId"],
+                    method.upper(),
+                    template,
+                    re.compile(regex),
+                    operation["responses"],
+                )
+            )
+    return tuple(found)
+
+
+def find_operation(method: str, path: str) -> Operation | None:
+    for operation in operations():
+        if operation.method == method.upper() and operation.pattern.match(path):
+            return operation
+    return None
+
+
+@lru_cache(maxsize=None)
+def _validator_for_ref(ref: str) -> Draft202012Validator:
+    uri = (spec.SPEC_DIR / ref).as_uri()
+    return Draft202012Validator({"$ref": uri}, registry=spec.schema_registry(), format_checker=FormatChecker())
+
+
+def _declared_response(operation: Operation, status: int) -> dict[str, Any] | None:
+    document = spec.openapi()
+    response = operation.responses.get(str(status)) or operation.responses.get("default")
+    if response and "$ref" in response:
+        name = response["$ref"].rsplit("/", 1)[-1]
+        response = document["components"]["responses"][name]
+    return response
+
+
+class Response:
+    """A validated response: status, headers, raw body and parsed JSON."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
+        self.status = exchange.status or 0
+        self.headers = {key.lower(): value for key, value in exchange.response_headers.items()}
+        self.content = exchange.response_body
+        self._json: Any = _MISSING
+
+    def json(self) -> Any:
+        if self._json is _MISSING:
+            self._json = jsonlib.loads(self.content) if self.content else None
+        return self._json
+
+    @property
+    def problem_type(self) -> str | None:
+        body = self.json()
+        return body.get("type") if isinstance(body, dict) else None
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+def validate(exchange: Exchange, path: str) -> None:
+    """Raise CheckFailed when the response breaks the spec's contract for its operation."""
+    status = exchange.status or 0
+    headers = {key.lower(): value for key, value in exchange.response_headers.items()}
+    media_type = headers.get("content-type", "").split(";")[0].strip().lower()
+    if status >= 500:
+        raise CheckFailed(
+            f"{exchange.method} {path} answered {status}: input must never cause a 5xx",
+            ["ERR-NO-5XX-001"],
+            exchange,
+        )
+    if status >= 400:
+        if media_type != "application/problem+json":
+            raise CheckFailed(
+                f"{exchange.method} {path} answered {status} with content type "
+                f"{media_type or 'none'!r}, not application/problem+json",
+                ["ERR-PROBLEM-001"],
+                exchange,
+            )
+        body = _parse(exchange, path, "ERR-PROBLEM-001")
+        errors = list(spec.validator("problem.json").iter_errors(body))
+        if errors:
+            raise CheckFailed(
+                f"{exchange.method} {path}: problem body invalid: {errors[0].message}",
+                ["ERR-PROBLEM-001"],
+                exchange,
+            )
+        if body.get("status") != status:
+            raise CheckFailed(
+                f"{exchange.method} {path}: problem status {body.get('status')!r} != HTTP {status}",
+                ["ERR-PROBLEM-001"],
+                exchange,
+            )
+        known = spec.problem_types()
+        if body["type"] in known and known[body["type"]]["status"] != status:
+            raise CheckFailed(
+                f"{exchange.method} {path}: problem type {body['type']} must have status "
+                f"{known[body['type']]['status']}, got {status}",
+                ["ERR-TYPE-001"],
+                exchange,
+            )
+    operation = find_operation(exchange.method, path)
+    if operation is None:
+        return
+    declared = _declared_response(operation, status)
+    if declared is None:
+        raise CheckFailed(
+            f"{exchange.method} {operation.template} answered {status}, a status the spec does "
+            f"not declare for {operation.operation_id}",
+            ["ERR-SCHEMA-001"],
+            exchange,
+        )
+    content = declared.get("content")
+    if not content:
+        return
+    if media_type not in content:
+        raise CheckFailed(
+            f"{exchange.method} {operation.template} answered {status} with content type "
+            f"{media_type or 'none'!r}; the spec declares {', '.join(content)}",
+            ["ERR-SCHEMA-001"],
+            exchange,
+        )
+    body = _parse(exchange, path, "ERR-SCHEMA-001")
+    ref = content[media_type]["schema"]["$ref"]
+    errors = sorted(_validator_for_ref(ref).iter_errors(body), key=lambda e: str(list(e.path)))
+    if errors:
+        where = "/" + "/".join(str(part) for part in errors[0].absolute_path)
+        raise CheckFailed(
+            f"{exchange.method} {operation.template} {status}: body does not match {ref} at "
+            f"{where}: {errors[0].message}",
+            ["ERR-SCHEMA-001"],
+            exchange,
+        )
+
+
+def _parse(exchange: Exchange, path: str, requirement: str) -> Any:
+    try:
+        return jsonlib.loads(exchange.response_body)
+    except ValueError:
+        raise CheckFailed(
+            f"{exchange.method} {path} answered {exchange.status} with a body that is not JSON",
+            [requirement],
+            exchange,
+        ) from None
+
+
+class Recorder:
+    """Collects the exchanges of the running check (thread-safe: concurrency checks share it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.exchanges: list[Exchange] = []
+
+    def add(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.exchanges.append(exchange)
+
+    def clear(self) -> None:
+        with self._lock:
+            self.exchanges = []
+
+    @property
+    def last(self) -> Exchange | None:
+        with self._lock:
+            return self.exchanges[-1] if self.exchanges else None
+
+
+class ApiClient:
+    """Requests as one principal (or none), validated and recorded."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str | None,
+        principal: str | None,
+        recorder: Recorder,
+        timeout: float = 30.0,
+        max_connections: int = 64,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.principal = principal
+        self.recorder = recorder
+        self._http = httpx.Client(
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = _MISSING,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+        validate_response: bool = True,
+    ) -> Response:
+        request_headers: dict[str, str] = {"Accept": "application/json, application/problem+json"}
+        if self.token is not None:
+            request_headers["Authorization"] = f"Bearer {self.token}"
+        if json is not _MISSING:
+            content = jsonlib.dumps(json).encode()
+            request_headers["Content-Type"] = "application/json"
+        request_headers.update(headers or {})
+        url = self.base_url + path
+        if params:
+            url = str(httpx.URL(url, params={k: v for k, v in params.items() if v is not None}))
+        started = time.perf_counter()
+        try:
+            answer = self._http.request(method, url, content=content, headers=request_headers)
+        except httpx.TransportError as exc:
+            raise TargetUnreachable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
+        exchange = Exchange(
+            method=method.upper(),
+            url=url,
+            request_headers=request_headers,
+            request_body=content,
+            status=answer.status_code,
+            response_headers=dict(answer.headers),
+            response_body=answer.content,
+            principal=self.principal,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+        )
+        self.recorder.add(exchange)
+        if validate_response:
+            validate(exchange, httpx.URL(url).path[len(httpx.URL(self.base_url).path.rstrip("/")):] or "/")
+        return Response(exchange)
+
+    def get(self, path: str, **kwargs: Any) -> Response:
+        return self.request("GET", path, **kwargs)
+
+    def post(self, path: str, **kwargs: Any) -> Response:
+        return self.request("POST", path, **kwargs)

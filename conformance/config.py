@@ -1,0 +1,226 @@
+"""Suite configuration: a YAML file, an environment-variable twin for every key, CLI overrides.
+
+Precedence: command line > environment > file > defaults. Missing or invalid values fail fast
+with a `ConfigError` naming the key and both ways to set it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+ENV_PREFIX = "SESSION_LINEAGE_"
+
+
+class ConfigError(Exception):
+    """The configuration is missing or invalid; the CLI exits with status 2."""
+
+
+@dataclass(frozen=True)
+class Config:
+    target: str
+    tokens: tuple[str, ...]  # one bearer token per principal; at least two principals
+    strict: bool = False
+    seed: int = 0
+    expect_capabilities: tuple[str, ...] = ()
+    expected_failures: str | None = None
+    select: tuple[str, ...] = ()
+    timeout: float = 30.0
+    id_prefix: str = ""
+    concurrency: int = 16
+    fuzz_examples: int = 25
+    stateful_examples: int = 15
+
+    def redacted(self) -> dict[str, Any]:
+        """The configuration as reports publish it: tokens are never written out."""
+        data = asdict(self)
+        data["tokens"] = [f"<redacted:{len(token)} chars>" for token in self.tokens]
+        return data
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable[[Any], Any]
+    required: bool = False
+    help: str = ""
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected a non-empty string")
+    return value.strip()
+
+
+def _url(value: Any) -> str:
+    text = _string(value).rstrip("/")
+    if not text.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// URL")
+    return text
+
+
+def _list(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        items = [item.strip() for item in value.split(",")]
+    elif isinstance(value, (list, tuple)):
+        items = [str(item).strip() for item in value]
+    else:
+        raise ValueError("expected a list or a comma-separated string")
+    return tuple(item for item in items if item)
+
+
+def _tokens(value: Any) -> tuple[str, ...]:
+    tokens = _list(value)
+    if len(tokens) < 2:
+        raise ValueError("expected bearer tokens of at least two principals")
+    if len(set(tokens)) != len(tokens):
+        raise ValueError("each principal needs its own token")
+    return tokens
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError("expected a positive integer")
+    return number
+
+
+def _seed(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("expected a non-negative integer")
+    return number
+
+
+def _positive_float(value: Any) -> float:
+    number = float(value)
+    if number <= 0:
+        raise ValueError("expected a positive number")
+    return number
+
+
+KEYS = (
+    Key("target", _url, required=True, help="base URL of the server under test"),
+    Key("tokens", _tokens, required=True, help="bearer tokens of two or more principals"),
+    Key("strict", _bool, help="SHOULD failures gate too"),
+    Key("seed", _seed, help="seed for every random choice; printed so a run can be replayed"),
+    Key("expect_capabilities", _list, help="capabilities the target must advertise"),
+    Key("expected_failures", _string, help="the target's expected-failures YAML file"),
+    Key("select", _list, help="run only checks whose name or requirement ID starts with one of these"),
+    Key("timeout", _positive_float, help="seconds to wait for one response"),
+    Key("id_prefix", _string, help="prefix of every id the suite creates (default: random per run)"),
+    Key("concurrency", _positive_int, help="parallel requests in concurrency checks"),
+    Key("fuzz_examples", _positive_int, help="Schemathesis examples per operation"),
+    Key("stateful_examples", _positive_int, help="Hypothesis state-machine runs"),
+)
+KEY_NAMES = {key.name for key in KEYS}
+
+
+def load(
+    file: str | os.PathLike[str] | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> Config:
+    """Merge defaults, the YAML file, the environment and overrides into a validated Config."""
+    environ = dict(os.environ if environ is None else environ)
+    raw: dict[str, Any] = {}
+    if file is None and environ.get(ENV_PREFIX + "CONFIG"):
+        file = environ[ENV_PREFIX + "CONFIG"]
+    if file is not None:
+        raw.update(_read_file(Path(file)))
+    for key in KEYS:
+        if key.env in environ:
+            raw[key.name] = environ[key.env]
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            raw[name] = value
+
+    values: dict[str, Any] = {}
+    for key in KEYS:
+        if key.name not in raw:
+            if key.required:
+                raise ConfigError(
+                    f"missing configuration '{key.name}' ({key.help}): set it in the YAML file "
+                    f"or in the environment variable {key.env}"
+                )
+            continue
+        try:
+            values[key.name] = key.parse(raw[key.name])
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"invalid '{key.name}' ({key.env}): {exc}") from None
+    values.setdefault("seed", random.SystemRandom().randrange(2**32))
+    values.setdefault("id_prefix", f"slc-{secrets.token_hex(4)}-")
+    return Config(**values)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"configuration file {str(path)!r} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"configuration file {str(path)!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"configuration file {str(path)!r} must hold a mapping")
+    unknown = sorted(set(data) - KEY_NAMES)
+    if unknown:
+        raise ConfigError(
+            f"unknown configuration keys in {str(path)!r}: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(KEY_NAMES))})"
+        )
+    return data
+
+
+def load_expected_failures(path: str | None) -> dict[str, str]:
+    """Check names or requirement IDs the target expects to fail, each with its reason."""
+    if path is None:
+        return {}
+    file = Path(path)
+    if not file.is_file():
+        raise ConfigError(f"expected-failures file {path!r} does not exist")
+    data = yaml.safe_load(file.read_text(encoding="utf-8")) or []
+    if not isinstance(data, list):
+        raise ConfigError(f"expected-failures file {path!r} must hold a list")
+    entries: dict[str, str] = {}
+    for position, item in enumerate(data):
+        if not isinstance(item, dict) or not item.get("reason") or not (
+            item.get("check") or item.get("requirement")
+        ):
+            raise ConfigError(
+                f"expected-failures entry {position} needs 'check' or 'requirement' and a 'reason'"
+            )
+        entries[str(item.get("check") or item.get("requirement"))] = str(item["reason"])
+    return entries
+
+
+def example_config() -> str:
+    """A commented YAML file listing every key and its environment twin."""
+    lines = ["# session-lineage conformance configuration"]
+    for key in KEYS:
+        lines.append(f"# {key.help}{' (required)' if key.required else ''}; env: {key.env}")
+        lines.append(f"# {key.name}:")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Config", "ConfigError", "KEYS", "load", "load_expected_failures", "example_config"]

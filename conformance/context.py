@@ -1,0 +1,222 @@
+"""What a check gets: clients for each principal, the capabilities, ids and setup helpers.
+
+Setup helpers assert as they go: when the target fails a setup step, the check fails citing the
+requirement that step relies on, instead of failing later for a confusing reason.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from conformance.client import _MISSING, ApiClient, Response
+from conformance.config import Config
+from conformance.errors import CheckFailed, Unsupported
+
+MAX_WALK_PAGES = 10_000
+
+
+class CheckContext:
+    def __init__(
+        self,
+        config: Config,
+        capabilities: dict[str, Any],
+        clients: list[ApiClient],
+        anonymous: ApiClient,
+        seed: int,
+    ) -> None:
+        self.config = config
+        self.capabilities = capabilities
+        self.clients = clients
+        self.alice = clients[0]
+        self.bob = clients[1]
+        self.anonymous = anonymous
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self._counter = itertools.count(1)
+
+    # ---------------------------------------------------------------- facts about the target
+    @property
+    def limits(self) -> dict[str, int]:
+        return self.capabilities["limits"]
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities.get("capabilities", [])
+
+    def require(self, capability: str) -> None:
+        if not self.has(capability):
+            raise Unsupported(f"the target does not advertise '{capability}'")
+
+    # ---------------------------------------------------------------- assertions
+    def new_id(self, label: str) -> str:
+        """A fresh id carrying the run's prefix, so every id the suite creates is traceable."""
+        return f"{self.config.id_prefix}{label}-{next(self._counter)}-{self.rng.randrange(16**6):06x}"
+
+    @staticmethod
+    def expect(condition: bool, message: str, *requirements: str) -> None:
+        if not condition:
+            raise CheckFailed(message, list(requirements))
+
+    @staticmethod
+    def expect_status(
+        response: Response, status: int | Iterable[int], kind: str | None = None, *requirements: str
+    ) -> None:
+        allowed = {status} if isinstance(status, int) else set(status)
+        what = f"{response.exchange.method} {response.exchange.url}"
+        if response.status not in allowed:
+            detail = response.content[:300].decode("utf-8", "replace")
+            raise CheckFailed(
+                f"{what}: expected HTTP {'/'.join(map(str, sorted(allowed)))}"
+                f"{f' ({kind})' if kind else ''}, got {response.status}: {detail}",
+                list(requirements),
+            )
+        if kind is not None:
+            expected = f"urn:session-lineage:problem:{kind}"
+            if response.problem_type != expected:
+                raise CheckFailed(
+                    f"{what}: expected problem type {expected}, got {response.problem_type}",
+                    list(requirements) + ["ERR-TYPE-001"],
+                )
+
+    # ---------------------------------------------------------------- setup helpers
+    def create_session(self, client: ApiClient | None = None, **fields: Any) -> dict[str, Any]:
+        client = client or self.alice
+        fields.setdefault("session_id", self.new_id("s"))
+        response = client.post("/sessions", json=fields)
+        self.expect_status(response, 201, None, "SESS-CREATE-001")
+        return response.json()
+
+    def start_turn(
+        self, session_id: str, role: str = "user", client: ApiClient | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        client = client or self.alice
+        response = client.post(f"/sessions/{session_id}/turns", json={"role": role, **fields})
+        self.expect_status(response, 201, None, "SESS-TURN-001")
+        return response.json()
+
+    def append(
+        self,
+        session_id: str,
+        turn_id: str,
+        count: int = 1,
+        client: ApiClient | None = None,
+        label: str = "r",
+    ) -> list[dict[str, Any]]:
+        client = client or self.alice
+        records = [
+            {"type": "message", "content": {"text": f"{label}-{n}", "nonce": self.rng.randrange(10**9)}}
+            for n in range(count)
+        ]
+        response = client.post(f"/sessions/{session_id}/turns/{turn_id}/records", json={"records": records})
+        self.expect_status(response, 201, None, "SESS-RECORD-APPEND-001")
+        return response.json()["records"]
+
+    def finish(
+        self, session_id: str, turn_id: str, status: str = "completed", client: ApiClient | None = None
+    ) -> dict[str, Any]:
+        client = client or self.alice
+        response = client.post(
+            f"/sessions/{session_id}/turns/{turn_id}/finish", json={"status": status}
+        )
+        self.expect_status(response, 200, None, "SESS-TURN-FINISH-001")
+        return response.json()
+
+    def run_turn(
+        self,
+        session_id: str,
+        role: str = "user",
+        records: int = 2,
+        status: str = "completed",
+        client: ApiClient | None = None,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Start a turn, append records, finish it; returns the turn and its records."""
+        turn = self.start_turn(session_id, role, client)
+        written = self.append(session_id, turn["turn_id"], records, client) if records else []
+        if status != "running":
+            turn = self.finish(session_id, turn["turn_id"], status, client)
+        return turn, written
+
+    def conversation(
+        self, turns: int, records_per_turn: int = 2, client: ApiClient | None = None, **fields: Any
+    ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        """A root session with `turns` finished turns alternating user/assistant."""
+        session = self.create_session(client, **fields)
+        turn_list, records = [], []
+        for n in range(turns):
+            turn, written = self.run_turn(
+                session["session_id"], "user" if n % 2 == 0 else "assistant", records_per_turn, client=client
+            )
+            turn_list.append(turn)
+            records.extend(written)
+        return session, turn_list, records
+
+    def fork(
+        self,
+        source_id: str,
+        cut: dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        target: str | None = None,
+        header: Any = _MISSING,
+        client: ApiClient | None = None,
+    ) -> Response:
+        client = client or self.alice
+        body: dict[str, Any] = {"cut": cut or {"mode": "latest"}}
+        if target is not None:
+            body["target_session_id"] = target
+        if header is not _MISSING:
+            body["header"] = header
+        headers = {"Idempotency-Key": f'"{key}"'} if key is not None else None
+        return client.post(f"/sessions/{source_id}/fork", json=body, headers=headers)
+
+    def fork_ok(self, source_id: str, cut: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        response = self.fork(source_id, cut, **kwargs)
+        self.expect_status(response, 201, None, "FORK-CREATE-001")
+        return response.json()
+
+    def walk(
+        self,
+        session_id: str,
+        kind: str = "transcript",
+        limit: int | None = None,
+        client: ApiClient | None = None,
+        on_page: Callable[[Response], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every record of a transcript (or own records), following cursors to the end."""
+        client = client or self.alice
+        records: list[dict[str, Any]] = []
+        cursor = None
+        for _ in range(MAX_WALK_PAGES):
+            response = client.get(
+                f"/sessions/{session_id}/{kind}", params={"cursor": cursor, "limit": limit}
+            )
+            self.expect_status(response, 200, None, "XS-EFFECTIVE-001" if kind == "transcript" else "XS-ROOT-001")
+            if on_page is not None:
+                on_page(response)
+            page = response.json()
+            records.extend(page["records"])
+            if not page["has_more"]:
+                return records
+            if not page["records"] or page["next_cursor"] is None:
+                raise CheckFailed(
+                    "a page with has_more=true must hold records and a next_cursor", ["XS-PAGE-001"]
+                )
+            cursor = page["next_cursor"]
+        raise CheckFailed(f"pagination did not end within {MAX_WALK_PAGES} pages", ["XS-PAGE-001"])
+
+    def chain(self, depth: int, turns_per_session: int = 1, records_per_turn: int = 1) -> list[str]:
+        """A root and `depth` descendants, each forked at its parent's latest turn."""
+        session, _, _ = self.conversation(turns_per_session, records_per_turn)
+        ids = [session["session_id"]]
+        for _ in range(depth):
+            child = self.fork_ok(ids[-1], {"mode": "latest"})["session"]["session_id"]
+            for _ in range(turns_per_session):
+                self.run_turn(child, "user", records_per_turn)
+            ids.append(child)
+        return ids
+
+    @staticmethod
+    def keys(records: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
+        return [(record["session_id"], record["index"]) for record in records]

@@ -1,0 +1,65 @@
+"""Run a server in-process on a free loopback port, for `check --embedded` and the tests."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    url: str
+    tokens: tuple[str, ...]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve_app(app: ASGIApp, tokens: tuple[str, ...] = ()) -> Iterator[RunningServer]:
+    """Serve an ASGI app with uvicorn on a background thread until the block ends."""
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"embedded-server-{port}", daemon=True)
+    thread.start()
+    started = threading.Event()
+    while thread.is_alive() and not server.started:
+        started.wait(0.01)  # uvicorn offers no readiness callback; poll its flag briefly
+    if not server.started:
+        raise RuntimeError("the embedded server did not start")
+    try:
+        yield RunningServer(f"http://127.0.0.1:{port}", tokens)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
+def reference_server(database_url: str | None = None, **settings_overrides: object) -> Iterator[RunningServer]:
+    """The reference server on a temporary SQLite database with two principals' tokens."""
+    from reference_impl.http import create_app
+    from reference_impl.settings import Settings
+
+    tokens = (f"alice-{secrets.token_hex(8)}", f"bob-{secrets.token_hex(8)}")
+    with tempfile.TemporaryDirectory(prefix="session-lineage-") as workdir:
+        url = database_url or f"sqlite:///{Path(workdir) / 'embedded.db'}"
+        settings = Settings(
+            database_url=url,
+            tokens={tokens[0]: "alice", tokens[1]: "bob"},
+            **settings_overrides,  # type: ignore[arg-type]
+        )
+        with serve_app(create_app(settings), tokens) as running:
+            yield running

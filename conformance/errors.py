@@ -1,0 +1,28 @@
+"""How a check reports: a failure cites the requirement IDs the target violated."""
+
+from __future__ import annotations
+
+from conformance.results import Exchange
+
+
+class CheckFailed(AssertionError):
+    """The target violated a requirement. `requirements` narrows which ones (default: the check's)."""
+
+    def __init__(
+        self,
+        message: str,
+        requirements: list[str] | None = None,
+        exchange: Exchange | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.requirements = requirements or []
+        self.exchange = exchange
+
+
+class Unsupported(Exception):
+    """The target's capability document says it does not support what the check needs."""
+
+
+class TargetUnreachable(Exception):
+    """The target did not answer (connection refused, timeout): the run is incomplete."""

@@ -1,0 +1,74 @@
+"""The catalogue of checks: each names the requirement IDs it verifies."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from conformance.context import CheckContext
+
+CHECK_MODULES = (
+    "capabilities",
+    "sessions",
+    "fork",
+    "transcript",
+    "lineage",
+    "diagnostics",
+    "authorization",
+    "errors",
+)
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    title: str
+    chapter: str
+    requirements: tuple[str, ...]
+    needs: tuple[str, ...]
+    func: Callable[["CheckContext"], None]
+
+
+_CHECKS: dict[str, Check] = {}
+
+
+def check(
+    *requirements: str, title: str, needs: tuple[str, ...] = ()
+) -> Callable[[Callable[["CheckContext"], None]], Callable[["CheckContext"], None]]:
+    """Register a check. `needs` lists capabilities without which the check is skipped."""
+    if not requirements:
+        raise ValueError("a check must name at least one requirement")
+
+    def register(func: Callable[["CheckContext"], None]) -> Callable[["CheckContext"], None]:
+        chapter = func.__module__.rsplit(".", 1)[-1]
+        name = f"{chapter}.{func.__name__}"
+        if name in _CHECKS:
+            raise ValueError(f"duplicate check {name}")
+        _CHECKS[name] = Check(name, title, chapter, tuple(requirements), tuple(needs), func)
+        return func
+
+    return register
+
+
+def all_checks() -> list[Check]:
+    """Every check, in chapter order then definition order."""
+    for module in CHECK_MODULES:
+        importlib.import_module(f"conformance.checks.{module}")
+    return list(_CHECKS.values())
+
+
+def select(checks: list[Check], patterns: tuple[str, ...]) -> list[Check]:
+    """Checks whose name, chapter or a requirement ID starts with one of the patterns."""
+    if not patterns:
+        return checks
+    return [
+        item
+        for item in checks
+        if any(
+            item.name.startswith(p) or any(req.startswith(p) for req in item.requirements)
+            for p in patterns
+        )
+    ]

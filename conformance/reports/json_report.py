@@ -1,0 +1,82 @@
+"""The machine-readable report: everything a dashboard or a later comparison needs, in one document.
+
+Its shape is fixed by `conformance/report.schema.json`, so consumers can validate what they read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from conformance.curl import describe_response
+from conformance.results import CheckResult, Outcome, RunResult
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "report.schema.json"
+
+
+def report_document(result: RunResult) -> dict[str, Any]:
+    """The report as plain JSON data, matching `SCHEMA_PATH`."""
+    requirement_counts = {outcome.value: 0 for outcome in Outcome}
+    for verdict in result.requirements:
+        requirement_counts[verdict.outcome.value] += 1
+    return {
+        "suite_version": result.suite_version,
+        "spec_version": result.spec_version,
+        "target": result.target,
+        "seed": result.seed,
+        "started_at": result.started_at,
+        "duration_s": result.duration_s,
+        "strict": result.strict,
+        "verdict": result.verdict.value,
+        "exit_code": result.exit_code,
+        "config": result.config,
+        "capabilities": result.capabilities,
+        "summary": {
+            **result.counts(),
+            "checks": len(result.checks),
+            "requirements": requirement_counts,
+        },
+        "requirements": [
+            {
+                "id": verdict.id,
+                "level": verdict.level,
+                "chapter": verdict.chapter,
+                "title": verdict.title,
+                "outcome": verdict.outcome.value,
+                "checks": list(verdict.checks),
+            }
+            for verdict in result.requirements
+        ],
+        "checks": [_check(check) for check in result.checks],
+        "notes": list(result.notes),
+    }
+
+
+def write_json(result: RunResult, path: str | os.PathLike[str]) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(report_document(result), indent=2, default=str)
+    target.write_text(text + "\n", encoding="utf-8")
+
+
+def _check(check: CheckResult) -> dict[str, Any]:
+    return {
+        "name": check.name,
+        "title": check.title,
+        "chapter": check.chapter,
+        "requirements": list(check.requirements),
+        "outcome": check.outcome.value,
+        "level": check.level,
+        "message": check.message,
+        "failed_requirements": list(check.failed_requirements),
+        "reason": check.reason,
+        "duration_ms": check.duration_ms,
+        "seed": check.seed,
+        "reproducer": check.reproducer,
+        "response": describe_response(check.exchange) if check.exchange else None,
+    }
+
+
+__all__ = ["report_document", "write_json", "SCHEMA_PATH"]

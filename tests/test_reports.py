@@ -1,0 +1,591 @@
+"""Reports and reproducers: JUnit, JSON, Markdown and console output of a hand-built run."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from jsonschema import Draft202012Validator, ValidationError
+from rich.console import Console
+
+from conformance.curl import describe_response, to_curl
+from conformance.reports import render_console, render_markdown, write_json, write_junit, write_markdown
+from conformance.reports.json_report import SCHEMA_PATH
+from conformance.results import (
+    CheckResult,
+    Exchange,
+    Outcome,
+    RequirementVerdict,
+    RunResult,
+    Verdict,
+)
+
+TOKEN = "s3cr3t-bearer-token"
+BASE = "http://127.0.0.1:8080"
+QUOTED_BODY = b'{"note": "it\'s O\'Brien\'s ```fork``` $HOME `id`"}'
+BINARY_BODY = b"\xff\xfe\x00raw'\x80\n"
+
+
+def post_exchange(body: bytes, path: str = "/sessions/s1/forks") -> Exchange:
+    return Exchange(
+        method="POST",
+        url=f"{BASE}{path}?note=a b&ids[]=1",
+        request_headers={
+            "Accept": "application/json, application/problem+json",
+            "Authorization": f"Bearer {TOKEN}",
+            "Host": "127.0.0.1:8080",
+            "Content-Length": str(len(body)),
+            "User-Agent": "python-httpx/0.27",
+            "accept-encoding": "gzip",
+            "Connection": "keep-alive",
+            "Content-Type": "application/json",
+            "Idempotency-Key": "key 'one'",
+        },
+        request_body=body,
+        status=409,
+        response_headers={"content-type": "application/problem+json"},
+        response_body=b'{"type": "https://example.test/problems/conflict", "status": 409}',
+        principal="alice",
+    )
+
+
+KEPT_HEADERS = {
+    "Accept": "application/json, application/problem+json",
+    "Content-Type": "application/json",
+    "Idempotency-Key": "key 'one'",
+}
+
+
+REQUIREMENT_OUTCOMES = {
+    "capabilities.document": [("CAP-DOC-001", "MUST", Outcome.PASS)],
+    "fork.idempotent_retry": [
+        ("FORK-IDEMPOTENT-001", "MUST", Outcome.FAIL),
+        ("FORK-IDEMPOTENT-002", "MUST", Outcome.PASS),
+    ],
+    "sessions.binary_record": [("SES-RECORD-003", "SHOULD", Outcome.FAIL)],
+    "transcript.pagination": [("TRN-PAGE-001", "MUST", Outcome.ERROR)],
+    "diagnostics.round_trips": [("DIAG-RT-001", "MUST", Outcome.SKIPPED)],
+    "lineage.depth_limit": [("LIN-DEPTH-001", "MUST", Outcome.XFAIL)],
+    "fork.cut_is_immutable": [("FORK-CUT-001", "MUST", Outcome.PASS)],
+}
+
+
+def make_result(verdict: Verdict = Verdict.NOT_CONFORMANT) -> RunResult:
+    quoted = post_exchange(QUOTED_BODY)
+    binary = post_exchange(BINARY_BODY, "/sessions/s1/turns/t1/records")
+    checks = [
+        CheckResult(
+            name="capabilities.document",
+            title="Discovery document",
+            chapter="capabilities",
+            requirements=["CAP-DOC-001"],
+            outcome=Outcome.PASS,
+            duration_ms=12.5,
+            seed=4242,
+        ),
+        CheckResult(
+            name="fork.idempotent_retry",
+            title="A retried fork returns the same child",
+            chapter="fork",
+            requirements=["FORK-IDEMPOTENT-001", "FORK-IDEMPOTENT-002"],
+            outcome=Outcome.FAIL,
+            message=(
+                "second fork answered 409 <conflict> & [bold]not[/bold] the same child\x1b[0m\n"
+                "second line"
+            ),
+            failed_requirements=["FORK-IDEMPOTENT-001"],
+            level="MUST",
+            reproducer=to_curl(quoted),
+            exchange=quoted,
+            duration_ms=250.0,
+            seed=4242,
+        ),
+        CheckResult(
+            name="sessions.binary_record",
+            title="Records keep their bytes",
+            chapter="sessions",
+            requirements=["SES-RECORD-003"],
+            outcome=Outcome.FAIL,
+            message="record bytes changed",
+            failed_requirements=["SES-RECORD-003"],
+            level="SHOULD",
+            reproducer=to_curl(binary),
+            exchange=binary,
+            duration_ms=40.0,
+        ),
+        CheckResult(
+            name="transcript.pagination",
+            title="Pages cover the transcript",
+            chapter="transcript",
+            requirements=["TRN-PAGE-001"],
+            outcome=Outcome.ERROR,
+            message="GET /sessions/s1/transcript: ConnectError: connection refused",
+            duration_ms=3.0,
+        ),
+        CheckResult(
+            name="diagnostics.round_trips",
+            title="Round trips are reported",
+            chapter="diagnostics",
+            requirements=["DIAG-RT-001"],
+            outcome=Outcome.SKIPPED,
+            reason="capability 'diagnostics' is not advertised",
+        ),
+        CheckResult(
+            name="lineage.depth_limit",
+            title="Deep lineages are refused",
+            chapter="lineage",
+            requirements=["LIN-DEPTH-001"],
+            outcome=Outcome.XFAIL,
+            message="depth 65 accepted",
+            failed_requirements=["LIN-DEPTH-001"],
+            reason="known bug #12",
+            duration_ms=80.0,
+        ),
+        CheckResult(
+            name="fork.cut_is_immutable",
+            title="The cut never moves",
+            chapter="fork",
+            requirements=["FORK-CUT-001"],
+            outcome=Outcome.XPASS,
+            reason="fixed upstream in 2.3",
+            duration_ms=9.0,
+        ),
+    ]
+    requirements = [
+        RequirementVerdict(requirement, level, check.chapter, check.title, outcome, [check.name])
+        for check in checks
+        for requirement, level, outcome in REQUIREMENT_OUTCOMES.get(check.name, [])
+    ]
+    return RunResult(
+        suite_version="1.0.0",
+        spec_version="1.0.0",
+        target=BASE,
+        seed=4242,
+        started_at="2025-01-01T00:00:00Z",
+        duration_s=4.25,
+        strict=False,
+        config={"target": BASE, "tokens": ["<redacted:19 chars>", "<redacted:19 chars>"], "seed": 4242},
+        capabilities={"spec_version": "1.0.0", "capabilities": ["fork"]},
+        checks=checks,
+        requirements=requirements,
+        verdict=verdict,
+        notes=["transcript checks could not reach the target"],
+    )
+
+
+@pytest.fixture
+def result() -> RunResult:
+    return make_result()
+
+
+def by_name(result: RunResult, name: str) -> CheckResult:
+    return next(check for check in result.checks if check.name == name)
+
+
+def curl_args(command: str) -> tuple[list[str], list[str]]:
+    """Split a reproducer into the commands of its pipeline and the curl command's arguments."""
+    tokens = shlex.split(command)
+    segments: list[list[str]] = [[]]
+    for token in tokens:
+        if token == "|":
+            segments.append([])
+        else:
+            segments[-1].append(token)
+    curl = segments[-1]
+    assert curl[0] == "curl"
+    return [" ".join(segment) for segment in segments[:-1]], curl
+
+
+def option_values(args: list[str], option: str) -> list[str]:
+    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == option]
+
+
+# ---------------------------------------------------------------------------------------- curl
+
+
+def test_curl_replays_method_url_headers_and_quoted_body() -> None:
+    exchange = post_exchange(QUOTED_BODY)
+    command = to_curl(exchange)
+    pipeline, args = curl_args(command)
+
+    assert pipeline == []
+    assert option_values(args, "-X") == ["POST"]
+    assert exchange.url in args
+    headers = option_values(args, "-H")
+    sent = dict(header.split(": ", 1) for header in headers)
+    assert sent == {**KEPT_HEADERS, "Authorization": "Bearer $SESSION_LINEAGE_TOKEN"}
+    assert option_values(args, "--data-binary") == [QUOTED_BODY.decode()]
+    assert TOKEN not in command
+
+
+def test_curl_pipes_non_utf8_body_through_base64() -> None:
+    command = to_curl(post_exchange(BINARY_BODY), token_env="ALICE_TOKEN")
+    pipeline, args = curl_args(command)
+
+    assert len(pipeline) == 2 and pipeline[1] == "base64 -d"
+    printf = shlex.split(pipeline[0])
+    assert printf[:2] == ["printf", "%s"]
+    assert base64.b64decode(printf[2]) == BINARY_BODY
+    assert option_values(args, "--data-binary") == ["@-"]
+    assert "Authorization: Bearer $ALICE_TOKEN" in option_values(args, "-H")
+    assert TOKEN not in command
+
+
+@pytest.mark.parametrize(
+    "body", [b"@/etc/passwd", b"nul\x00inside", b"bell\x07\x1b[2J"], ids=["at-sign", "nul", "control"]
+)
+def test_curl_never_passes_file_references_or_control_characters_as_arguments(body: bytes) -> None:
+    pipeline, args = curl_args(to_curl(post_exchange(body)))
+    assert option_values(args, "--data-binary") == ["@-"]
+    assert base64.b64decode(shlex.split(pipeline[0])[2]) == body
+
+
+def test_curl_without_body_or_auth() -> None:
+    exchange = Exchange("GET", f"{BASE}/capabilities", {"Accept": "application/json"}, None, 200, {}, b"{}")
+    _, args = curl_args(to_curl(exchange))
+    assert option_values(args, "-X") == ["GET"]
+    assert option_values(args, "-H") == ["Accept: application/json"]
+    assert "--data-binary" not in args
+
+
+def test_curl_head_uses_head_option() -> None:
+    exchange = Exchange("HEAD", f"{BASE}/capabilities", {}, None, 200, {}, b"")
+    _, args = curl_args(to_curl(exchange))
+    assert "--head" in args and "-X" not in args
+
+
+@pytest.mark.parametrize("name", ["", "1TOKEN", "TOKEN; rm -rf /", "A-B", "$(id)"])
+def test_curl_rejects_env_names_that_are_not_variables(name: str) -> None:
+    with pytest.raises(ValueError):
+        to_curl(post_exchange(QUOTED_BODY), token_env=name)
+
+
+@pytest.mark.skipif(
+    sys.platform == "win32" or not (shutil.which("bash") and shutil.which("base64")),
+    reason="needs a POSIX shell and base64",
+)
+@pytest.mark.parametrize("body", [QUOTED_BODY, BINARY_BODY, b"@file"], ids=["quoted", "binary", "at-sign"])
+def test_curl_command_runs_in_a_real_shell(tmp_path: Path, body: bytes) -> None:
+    """A stand-in `curl` records what the shell hands it: the exact body and the expanded token."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    record = tmp_path / "record.json"
+    fake = bin_dir / "curl"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import base64, json, sys\n"
+        "args = sys.argv[1:]\n"
+        "stdin = sys.stdin.buffer.read() if '@-' in args else b''\n"
+        f"open({str(record)!r}, 'w').write(json.dumps("
+        "{'args': args, 'stdin': base64.b64encode(stdin).decode()}))\n"
+    )
+    fake.chmod(0o755)
+    exchange = post_exchange(body)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "SESSION_LINEAGE_TOKEN": "from-env",
+    }
+    subprocess.run(["bash", "-c", to_curl(exchange)], env=env, check=True, timeout=30)
+
+    seen = json.loads(record.read_text())
+    args = seen["args"]
+    data = option_values(args, "--data-binary")
+    sent = data[0].encode() if data != ["@-"] else base64.b64decode(seen["stdin"])
+    assert sent == body
+    assert exchange.url in args
+    assert "Authorization: Bearer from-env" in option_values(args, "-H")
+
+
+def test_describe_response_truncates_long_bodies() -> None:
+    long = Exchange("GET", BASE, {}, None, 200, {}, b"x" * 2500)
+    text = describe_response(long)
+    assert text.startswith("HTTP 200\n" + "x" * 2000)
+    assert "x" * 2001 not in text
+    assert text.endswith("[500 more characters]")
+    assert describe_response(Exchange("GET", BASE, {}, None, 204, {}, b"")) == "HTTP 204"
+    assert describe_response(Exchange("GET", BASE, {}, None, None, {}, b"")) == "no response"
+    assert describe_response(Exchange("GET", BASE, {}, None, 400, {}, b"\xff")) == "HTTP 400\n\ufffd"
+    escaped = describe_response(Exchange("GET", BASE, {}, None, 400, {}, b"a\x1b[2Jb\r\n"))
+    assert escaped == "HTTP 400\na\\x1b[2Jb\\r\n"
+
+
+# ---------------------------------------------------------------------------------------- junit
+
+
+def test_junit_counts_equal_the_inputs(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "out" / "junit.xml"
+    write_junit(result, path)
+    root = ET.parse(path).getroot()
+
+    assert root.tag == "testsuites"
+    totals = result.counts()
+    assert int(root.get("tests")) == len(result.checks)
+    assert int(root.get("failures")) == totals["fail"]
+    assert int(root.get("errors")) == totals["error"]
+    assert int(root.get("skipped")) == totals["skipped"] + totals["expected-failure"]
+
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [
+        f"session-lineage-conformance.{chapter}"
+        for chapter in dict.fromkeys(check.chapter for check in result.checks)
+    ]
+    for suite in suites:
+        chapter = suite.get("name").rsplit(".", 1)[1]
+        outcomes = Counter(c.outcome for c in result.checks if c.chapter == chapter)
+        cases = suite.findall("testcase")
+        assert int(suite.get("tests")) == len(cases) == sum(outcomes.values())
+        assert (
+            int(suite.get("failures"))
+            == outcomes[Outcome.FAIL]
+            == sum(len(c.findall("failure")) for c in cases)
+        )
+        assert (
+            int(suite.get("errors"))
+            == outcomes[Outcome.ERROR]
+            == sum(len(c.findall("error")) for c in cases)
+        )
+        assert (
+            int(suite.get("skipped"))
+            == outcomes[Outcome.SKIPPED] + outcomes[Outcome.XFAIL]
+            == sum(len(c.findall("skipped")) for c in cases)
+        )
+        properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+        assert properties["suite_version"] == "1.0.0"
+        assert properties["spec_version"] == "1.0.0"
+        assert properties["target"] == BASE
+        assert properties["seed"] == "4242"
+
+
+def test_junit_testcases_describe_each_outcome(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit(result, path)
+    cases = {case.get("name"): case for case in ET.parse(path).getroot().iter("testcase")}
+
+    failing = cases["fork.idempotent_retry [FORK-IDEMPOTENT-001, FORK-IDEMPOTENT-002]"]
+    assert failing.get("classname") == "conformance.fork"
+    assert failing.get("time") == "0.250"
+    failure = failing.find("failure")
+    assert failure.get("type") == "MUST violation"
+    assert failure.get("message").startswith("second fork answered 409 <conflict>")
+    assert "\\x1b" in failure.get("message")
+    assert by_name(result, "fork.idempotent_retry").reproducer in failure.text
+    assert "violated: FORK-IDEMPOTENT-001" in failure.text
+
+    binary = cases["sessions.binary_record [SES-RECORD-003]"].find("failure")
+    assert binary.get("type") == "SHOULD violation"
+    assert "connection refused" in cases["transcript.pagination [TRN-PAGE-001]"].find("error").get("message")
+    assert (
+        cases["diagnostics.round_trips [DIAG-RT-001]"].find("skipped").get("message")
+        == "unsupported: capability 'diagnostics' is not advertised"
+    )
+    assert (
+        cases["lineage.depth_limit [LIN-DEPTH-001]"].find("skipped").get("message")
+        == "expected failure: known bug #12"
+    )
+    xpass = cases["fork.cut_is_immutable [FORK-CUT-001]"]
+    assert [child.tag for child in xpass] == ["system-out"]
+    assert "listed as an expected failure" in xpass.find("system-out").text
+    assert list(cases["capabilities.document [CAP-DOC-001]"]) == []
+
+
+def test_junit_never_contains_the_token(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "junit.xml"
+    write_junit(result, path)
+    assert TOKEN not in path.read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------- json
+
+
+@pytest.fixture(scope="module")
+def report_validator() -> Draft202012Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def test_json_report_validates_and_round_trips(
+    tmp_path: Path, result: RunResult, report_validator: Draft202012Validator
+) -> None:
+    path = tmp_path / "report.json"
+    write_json(result, path)
+    text = path.read_text(encoding="utf-8")
+    document = json.loads(text)
+
+    report_validator.validate(document)
+    assert TOKEN not in text
+    assert document["verdict"] == "not-conformant"
+    assert document["exit_code"] == result.exit_code == 1
+    assert {k: document["summary"][k] for k in result.counts()} == result.counts()
+    assert document["summary"]["checks"] == len(result.checks)
+    assert document["summary"]["requirements"] == {
+        "pass": 3, "fail": 2, "skipped": 1, "expected-failure": 1, "unexpected-pass": 0, "error": 1
+    }
+    assert document["config"] == result.config
+    assert document["notes"] == result.notes
+    assert [c["name"] for c in document["checks"]] == [c.name for c in result.checks]
+    checks = {c["name"]: c for c in document["checks"]}
+    assert checks["fork.idempotent_retry"]["response"].startswith("HTTP 409\n")
+    assert checks["fork.idempotent_retry"]["reproducer"] == to_curl(post_exchange(QUOTED_BODY))
+    assert checks["transcript.pagination"]["response"] is None
+    assert checks["lineage.depth_limit"]["reason"] == "known bug #12"
+    assert [r["id"] for r in document["requirements"]] == [r.id for r in result.requirements]
+
+
+@pytest.mark.parametrize("verdict", list(Verdict))
+def test_json_exit_code_follows_verdict(
+    tmp_path: Path, verdict: Verdict, report_validator: Draft202012Validator
+) -> None:
+    path = tmp_path / "report.json"
+    write_json(make_result(verdict), path)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    report_validator.validate(document)
+    expected_code = {Verdict.CONFORMANT: 0, Verdict.NOT_CONFORMANT: 1, Verdict.INCOMPLETE: 3}[verdict]
+    assert (document["verdict"], document["exit_code"]) == (verdict.value, expected_code)
+
+
+def test_report_schema_enums_match_the_data_model(report_validator: Draft202012Validator) -> None:
+    schema = report_validator.schema
+    assert set(schema["$defs"]["outcome"]["enum"]) == {o.value for o in Outcome}
+    assert set(schema["properties"]["verdict"]["enum"]) == {v.value for v in Verdict}
+    summary = schema["properties"]["summary"]
+    assert set(summary["required"]) == {o.value for o in Outcome} | {"checks", "requirements"}
+    assert set(summary["properties"]["requirements"]["required"]) == {o.value for o in Outcome}
+
+
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        lambda d: d.pop("verdict"),
+        lambda d: d.update(exit_code=2),
+        lambda d: d["checks"][0].update(outcome="passed"),
+        lambda d: d["summary"]["requirements"].pop("error"),
+        lambda d: d["checks"][1].pop("reproducer"),
+    ],
+    ids=["no-verdict", "usage-exit-code", "unknown-outcome", "no-requirement-count", "no-reproducer"],
+)
+def test_report_schema_rejects_broken_documents(
+    tmp_path: Path,
+    result: RunResult,
+    report_validator: Draft202012Validator,
+    corrupt: Callable[[dict[str, Any]], object],
+) -> None:
+    path = tmp_path / "report.json"
+    write_json(result, path)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    corrupt(document)
+    with pytest.raises(ValidationError):
+        report_validator.validate(document)
+
+
+# ---------------------------------------------------------------------------------------- markdown
+
+
+def fenced_blocks(markdown: str, language: str) -> list[str]:
+    return [m.group(2) for m in re.finditer(rf"^(`{{3,}}){language}\n(.*?)\n\1$", markdown, re.M | re.S)]
+
+
+def test_markdown_lists_every_failure_with_its_reproducer(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "summary.md"
+    write_markdown(result, path)
+    markdown = path.read_text(encoding="utf-8")
+    assert markdown == render_markdown(result)
+
+    failures = markdown.split("### Failures (3)", 1)[1].split("### Expected failures", 1)[0]
+    for check in result.checks:
+        if check.outcome in (Outcome.FAIL, Outcome.ERROR):
+            assert f"`{check.name}`" in failures
+            for requirement in check.failed_requirements or check.requirements:
+                assert requirement in failures
+        else:
+            assert check.name not in failures
+    assert "**FAIL** `fork.idempotent_retry` · MUST · violates FORK-IDEMPOTENT-001" in failures
+    assert "**FAIL** `sessions.binary_record` · SHOULD · violates SES-RECORD-003" in failures
+    assert "**ERROR** `transcript.pagination`" in failures
+    assert failures.count("<details><summary>reproduce</summary>") == 2
+    assert fenced_blocks(markdown, "sh") == [
+        by_name(result, "fork.idempotent_retry").reproducer,
+        by_name(result, "sessions.binary_record").reproducer,
+    ]
+    assert TOKEN not in markdown
+
+
+def test_markdown_header_tables_and_other_sections(result: RunResult) -> None:
+    markdown = render_markdown(result)
+    assert markdown.startswith("## Session Lineage conformance: FAILED\n")
+    assert "Verdict **not-conformant** (exit code 1)" in markdown
+    assert f"target `{BASE}` · suite 1.0.0 · spec 1.0.0 · seed 4242 · 4.2 s" in markdown
+    assert "- transcript checks could not reach the target" in markdown
+    assert "| fail | 2 | 2 |" in markdown
+    assert "| **total** | **7** | **8** |" in markdown
+    assert "| chapter | pass | fail | skipped | expected failure | unexpected pass | error |" in markdown
+    assert "| fork | 0 | 1 | 0 | 0 | 1 | 0 |" in markdown
+    assert "### Expected failures (1)\n\n- `lineage.depth_limit` [LIN-DEPTH-001]: known bug \\#12" in markdown
+    assert "### Unexpected passes (1)" in markdown and "fixed upstream in 2.3" in markdown
+    assert "### Skipped (1)" in markdown and "capability 'diagnostics' is not advertised" in markdown
+
+
+def test_markdown_escapes_target_controlled_text(result: RunResult) -> None:
+    markdown = render_markdown(result)
+    assert "<conflict>" not in markdown
+    assert "> second fork answered 409 &lt;conflict&gt; &amp; \\[bold\\]not\\[/bold\\]" in markdown
+    assert "> second line" in markdown
+    assert "\x1b" not in markdown and "the same child\\x1b\\[0m" in markdown
+
+
+@pytest.mark.parametrize(
+    ("verdict", "word", "code"),
+    [
+        (Verdict.CONFORMANT, "PASSED", 0),
+        (Verdict.NOT_CONFORMANT, "FAILED", 1),
+        (Verdict.INCOMPLETE, "INCOMPLETE", 3),
+    ],
+)
+def test_markdown_status_word_follows_verdict(verdict: Verdict, word: str, code: int) -> None:
+    markdown = render_markdown(make_result(verdict))
+    assert markdown.splitlines()[0] == f"## Session Lineage conformance: {word}"
+    assert f"Verdict **{verdict.value}** (exit code {code})" in markdown
+
+
+def test_markdown_omits_empty_sections() -> None:
+    result = make_result(Verdict.CONFORMANT)
+    result.checks = [check for check in result.checks if check.outcome is Outcome.PASS]
+    markdown = render_markdown(result)
+    for section in ("Failures", "Expected failures", "Unexpected passes", "Skipped"):
+        assert f"### {section}" not in markdown
+
+
+# ---------------------------------------------------------------------------------------- console
+
+
+def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> None:
+    buffer = io.StringIO()
+    render_console(result, Console(file=buffer, width=200, color_system=None))
+    output = buffer.getvalue()
+    lines = output.splitlines()
+
+    for chapter in dict.fromkeys(check.chapter for check in result.checks):
+        assert any(line.lstrip("│┃ ").startswith(chapter) for line in lines), chapter
+    assert (
+        "FAIL  fork.idempotent_retry  [FORK-IDEMPOTENT-001]  "
+        "second fork answered 409 <conflict> & [bold]not[/bold] the same child"
+    ) in output
+    assert "FAIL  sessions.binary_record  [SES-RECORD-003]  record bytes changed" in output
+    assert "ERROR transcript.pagination  [TRN-PAGE-001]  GET /sessions/s1/transcript" in output
+    assert "\x1b" not in output and "the same child\\x1b[0m" in output
+    assert "lineage.depth_limit" not in output
+    assert "note: transcript checks could not reach the target" in output
+    assert lines[-1] == "FAILED: not-conformant  exit code 1  seed 4242  (rerun with --seed 4242)"
