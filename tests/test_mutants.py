@@ -1,0 +1,44 @@
+"""Every conformance check can fail: each mutant is caught by the requirements it breaks."""
+
+from __future__ import annotations
+
+import pytest
+
+import spec
+from conformance.config import load
+from conformance.embedded import serve_app
+from conformance.results import Outcome, Verdict
+from conformance.runner import run
+from reference_impl.settings import Settings
+from tests.mutants import Mutant, all_mutants
+
+MUTANTS = all_mutants()
+TOKENS = {"mutant-alice-token": "alice", "mutant-bob-token": "bob"}
+
+
+def run_against(mutant: Mutant, database_url: str, seed: int = 20261202):
+    settings = Settings(database_url=database_url, tokens=TOKENS)
+    with serve_app(mutant.build(settings)) as server:
+        config = load(
+            overrides={"target": server.url, "tokens": list(TOKENS), "select": list(mutant.select), "seed": seed},
+            environ={},
+        )
+        return run(config)
+
+
+@pytest.mark.mutant
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_suite_catches_mutant(mutant: Mutant, tmp_path) -> None:
+    result = run_against(mutant, f"sqlite:///{tmp_path / 'mutant.db'}")
+    failed = {v.id for v in result.requirements if v.outcome is Outcome.FAIL}
+    missed = set(mutant.catches) - failed
+    details = [f"{c.name}: {c.outcome.value} {c.message[:200]}" for c in result.checks]
+    assert not missed, f"{mutant.name} ({mutant.description}) not caught by {sorted(missed)}; checks: {details}"
+    assert result.verdict is Verdict.NOT_CONFORMANT
+    assert result.exit_code == 1
+
+
+def test_every_requirement_has_a_mutant() -> None:
+    covered = {req for m in MUTANTS for req in m.catches}
+    missing = sorted(req["id"] for req in spec.requirements() if req["id"] not in covered)
+    assert not missing, f"requirements no mutant proves checkable: {missing}"
