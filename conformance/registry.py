@@ -19,6 +19,8 @@ CHECK_MODULES = (
     "diagnostics",
     "authorization",
     "errors",
+    "stateful",
+    "fuzz",
 )
 
 

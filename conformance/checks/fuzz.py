@@ -1,0 +1,87 @@
+"""API fuzzing from the OpenAPI document with Schemathesis: valid and invalid generated requests.
+
+Every generated request must get a documented status, a documented content type and a body that
+matches its schema, and never a 5xx.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import hypothesis
+import hypothesis.errors
+from hypothesis import HealthCheck, Phase, given, settings
+
+import spec
+from conformance.context import CheckContext
+from conformance.errors import CheckFailed
+from conformance.registry import check
+
+
+@lru_cache(maxsize=1)
+def _schema() -> Any:
+    import schemathesis
+
+    return schemathesis.openapi.from_path(spec.OPENAPI_PATH)
+
+
+def _checks() -> list[Any]:
+    from schemathesis.checks import not_a_server_error
+    from schemathesis.specs.openapi.checks import (
+        content_type_conformance,
+        response_schema_conformance,
+        status_code_conformance,
+    )
+
+    return [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+def _fuzz(ctx: CheckContext, mode_name: str) -> None:
+    from schemathesis import GenerationMode
+    from schemathesis.core.failures import FailureGroup
+
+    mode = GenerationMode.POSITIVE if mode_name == "positive" else GenerationMode.NEGATIVE
+    headers = {"Authorization": f"Bearer {ctx.config.tokens[0]}"}
+    checks = _checks()
+    failures: list[str] = []
+    for result in _schema().get_all_operations():
+        operation = result.ok()
+
+        @settings(
+            max_examples=ctx.config.fuzz_examples,
+            deadline=None,
+            database=None,
+            phases=[Phase.explicit, Phase.generate],
+            suppress_health_check=list(HealthCheck),
+            derandomize=False,
+        )
+        @given(case=operation.as_strategy(generation_mode=mode))
+        def exercise(case: Any) -> None:
+            case.call_and_validate(base_url=ctx.config.target, headers=headers, checks=checks, timeout=ctx.config.timeout)
+
+        hypothesis.seed(ctx.seed)(exercise)
+        try:
+            exercise()
+        except FailureGroup as group:
+            failures.append(f"{operation.label}: {group}"[:2000])
+        except hypothesis.errors.Unsatisfiable:
+            continue  # nothing about this operation can be made invalid (no parameters, no body)
+        if failures:
+            break
+    if failures:
+        text = "\n".join(failures)
+        requirements = ["ERR-SCHEMA-001"]
+        if "Server error" in text or " 5" in text and "Status code" in text:
+            requirements.insert(0, "ERR-NO-5XX-001")
+        raise CheckFailed(f"Schemathesis ({mode_name} mode) found a violation:\n{text}", requirements)
+
+
+@check("ERR-SCHEMA-001", "ERR-NO-5XX-001", title="Generated valid requests get documented, schema-valid answers")
+def generated_valid_requests(ctx: CheckContext) -> None:
+    _fuzz(ctx, "positive")
+
+
+@check("ERR-NO-5XX-001", "ERR-SCHEMA-001", title="Generated invalid requests get documented 4xx answers, never a 5xx")
+def generated_invalid_requests(ctx: CheckContext) -> None:
+    _fuzz(ctx, "negative")
