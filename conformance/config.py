@@ -35,7 +35,7 @@ class Config:
     id_prefix: str = ""
     concurrency: int = 16
     fuzz_examples: int = 25
-    stateful_examples: int = 15
+    stateful_examples: int = 20
 
     def redacted(self) -> dict[str, Any]:
         """The configuration as reports publish it: tokens are never written out."""

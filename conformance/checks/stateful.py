@@ -41,18 +41,21 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             super().__init__()
             self.model = LineageModel()
 
-        @initialize(target=sessions)
-        def root(self) -> str:
+        @initialize(target=sessions, turns=st.integers(1, 3))
+        def root(self, turns: int) -> str:
             sid = ctx.create_session()["session_id"]
             self.model.create(sid)
+            for n in range(turns):
+                self.write(sid, "user" if n % 2 == 0 else "assistant", 1 + n % 2, True)
             return sid
 
-        @rule(target=sessions)
-        def another_root(self) -> str:
-            return self.root()
-
-        @rule(sid=sessions, role=st.sampled_from(["user", "assistant"]), records=st.integers(0, 3))
-        def write(self, sid: str, role: str, records: int) -> None:
+        @rule(
+            sid=sessions,
+            role=st.sampled_from(["user", "assistant"]),
+            records=st.integers(0, 3),
+            close=st.booleans(),
+        )
+        def write(self, sid: str, role: str, records: int, close: bool) -> None:
             running = self.model.sessions[sid].running
             if running is None:
                 turn = ctx.start_turn(sid, role)
@@ -60,6 +63,20 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             if records:
                 written = ctx.append(sid, running.turn_id, records)
                 self.model.append(sid, running.turn_id, written)
+            if close:
+                ctx.finish(sid, running.turn_id, "completed")
+                self.model.finish(sid, running.turn_id, "completed")
+            for descendant in self._descendants(sid):  # a write must never reach a fork taken earlier
+                self._compare(descendant, None)
+
+        def _descendants(self, sid: str) -> list[str]:
+            found, frontier = [], [sid]
+            while frontier:
+                parent = frontier.pop()
+                children = [s.session_id for s in self.model.sessions.values() if s.parent == parent]
+                found += children
+                frontier += children
+            return found
 
         @rule(sid=sessions, status=st.sampled_from(["completed", "completed", "failed"]))
         def finish(self, sid: str, status: str) -> None:
@@ -95,6 +112,7 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             )
             child = body["session"]["session_id"]
             self.model.fork(source, child, expected)
+            self._compare(child, None)
             return child
 
         def _pick_turn(self, source: str, pick: int, foreign: bool) -> str:

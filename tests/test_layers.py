@@ -1,0 +1,62 @@
+"""Each automated layer catches faults on its own: the state machine and the two fuzzing modes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from conformance.config import load
+from conformance.embedded import serve_app
+from conformance.results import Outcome
+from conformance.runner import run
+from reference_impl.settings import Settings
+from tests.mutants import MUTANTS, all_mutants, reference_app, rewrite_responses
+
+all_mutants()
+TOKENS = {"layer-alice": "alice", "layer-bob": "bob"}
+
+
+def failed_requirements(app: Any, select: str, seed: int = 11) -> set[str]:
+    with serve_app(app) as server:
+        config = load(overrides={"target": server.url, "tokens": list(TOKENS), "select": [select], "seed": seed}, environ={})
+        result = run(config)
+    assert all(c.outcome is not Outcome.ERROR for c in result.checks), [c.message for c in result.checks]
+    return {v.id for v in result.requirements if v.outcome is Outcome.FAIL}
+
+
+def settings(tmp_path) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path / 'layer.db'}", tokens=TOKENS)
+
+
+def test_state_machine_alone_catches_leaking_cutoffs(tmp_path) -> None:
+    app = MUTANTS["cutoff_ignored"].build(settings(tmp_path))
+    assert "XS-EFFECTIVE-001" in failed_requirements(app, "stateful")
+
+
+def test_state_machine_passes_on_the_reference(tmp_path) -> None:
+    assert failed_requirements(reference_app(settings(tmp_path)), "stateful") == set()
+
+
+def test_positive_fuzzing_alone_catches_a_schema_violation(tmp_path) -> None:
+    def drop_created_at(scope: dict[str, Any], status: int, headers: Any, body: bytes) -> Any:
+        if scope["method"] == "POST" and scope["path"] == "/sessions" and status == 201:
+            data = json.loads(body)
+            data.pop("created_at", None)
+            body = json.dumps(data).encode()
+        return status, headers, body
+
+    app = rewrite_responses(reference_app(settings(tmp_path)), drop_created_at)
+    assert "ERR-SCHEMA-001" in failed_requirements(app, "fuzz.generated_valid")
+
+
+def test_fuzzing_alone_catches_a_5xx_on_odd_input(tmp_path) -> None:
+    def crash_on_large_limits(scope: dict[str, Any], status: int, headers: Any, body: bytes) -> Any:
+        query = scope.get("query_string", b"").decode()
+        if "limit=" in query and status in (200, 422):
+            value = query.split("limit=")[1].split("&")[0]
+            if not value.isdigit() or int(value) > 500:
+                return 500, [(b"content-type", b"text/plain")], b"boom"
+        return status, headers, body
+
+    app = rewrite_responses(reference_app(settings(tmp_path)), crash_on_large_limits)
+    assert "ERR-NO-5XX-001" in failed_requirements(app, "fuzz")
