@@ -45,44 +45,72 @@ def _catalogue() -> dict[str, dict[str, Any]]:
     return {req["id"]: req for req in spec.requirements()}
 
 
+class Target:
+    """Open connections to the server under test: one client per principal and an anonymous one."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.catalogue = _catalogue()
+        self.expected = load_expected_failures(config.expected_failures)
+        self.recorder = Recorder()
+        self.clients = [
+            ApiClient(config.target, token, f"principal-{n + 1}", self.recorder, config.timeout, config.concurrency * 2)
+            for n, token in enumerate(config.tokens)
+        ]
+        self.anonymous = ApiClient(config.target, None, None, self.recorder, config.timeout)
+        self.capabilities: dict[str, Any] | None = None
+
+    def discover(self) -> dict[str, Any]:
+        """Read the capability document once; every check is then planned from it."""
+        if self.capabilities is None:
+            self.capabilities = _discover(self.clients[0])
+        return self.capabilities
+
+    def missing_expected_capabilities(self) -> list[str]:
+        advertised = (self.capabilities or {}).get("capabilities", [])
+        return [name for name in self.config.expect_capabilities if name not in advertised]
+
+    def run_check(self, item: Check) -> CheckResult:
+        result = _run_one(
+            item, self.config, self.discover(), self.clients, self.anonymous, self.recorder, self.catalogue
+        )
+        return _apply_expected(result, self.expected)
+
+    def close(self) -> None:
+        for client in self.clients + [self.anonymous]:
+            client.close()
+
+
 def run(config: Config, progress: Progress | None = None, checks: list[Check] | None = None) -> RunResult:
     started = time.perf_counter()
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    catalogue = _catalogue()
-    expected = load_expected_failures(config.expected_failures)
     selected = select(checks if checks is not None else all_checks(), config.select)
-    recorder = Recorder()
-    clients = [
-        ApiClient(config.target, token, f"principal-{n + 1}", recorder, config.timeout, config.concurrency * 2)
-        for n, token in enumerate(config.tokens)
-    ]
-    anonymous = ApiClient(config.target, None, None, recorder, config.timeout)
+    target = Target(config)
+    catalogue = target.catalogue
     notes: list[str] = []
     results: list[CheckResult] = []
-    capabilities: dict[str, Any] | None = None
     try:
         try:
-            capabilities = _discover(clients[0])
+            target.discover()
         except Exception as exc:  # the run cannot start: every check errors
             notes.append(f"capability discovery failed: {exc}")
             for item in selected:
                 results.append(_result(item, catalogue, Outcome.ERROR, f"not run: {exc}"))
         else:
-            missing = [c for c in config.expect_capabilities if c not in capabilities.get("capabilities", [])]
-            for name in missing:
+            for name in target.missing_expected_capabilities():
                 notes.append(f"expected capability '{name}' is not advertised by the target")
             for item in selected:
                 if progress:
                     progress("start", item, None)
-                result = _run_one(item, config, capabilities, clients, anonymous, recorder, catalogue)
-                result = _apply_expected(result, expected)
+                result = target.run_check(item)
                 results.append(result)
                 if progress:
                     progress("done", item, result)
     finally:
-        for client in clients + [anonymous]:
-            client.close()
+        target.close()
 
+    capabilities = target.capabilities
+    expected = target.expected
     verdicts = requirement_verdicts(results, catalogue, expected, notes)
     verdict = _verdict(results, verdicts, config.strict, notes, catalogue)
     return RunResult(
