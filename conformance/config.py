@@ -33,7 +33,8 @@ class Config:
     select: tuple[str, ...] = ()
     timeout: float = 30.0
     id_prefix: str = ""
-    concurrency: int = 16
+    replicas: tuple[str, ...] = ()  # more base URLs of the same deployment
+    concurrency: int = 32
     fuzz_examples: int = 25
     stateful_examples: int = 20
 
@@ -77,6 +78,10 @@ def _list(value: Any) -> tuple[str, ...]:
     else:
         raise ValueError("expected a list or a comma-separated string")
     return tuple(item for item in items if item)
+
+
+def _urls(value: Any) -> tuple[str, ...]:
+    return tuple(_url(item) for item in _list(value))
 
 
 def _tokens(value: Any) -> tuple[str, ...]:
@@ -130,6 +135,7 @@ KEYS = (
     Key("select", _list, help="run only checks whose name or requirement ID starts with one of these"),
     Key("timeout", _positive_float, help="seconds to wait for one response"),
     Key("id_prefix", _string, help="prefix of every id the suite creates (default: random per run)"),
+    Key("replicas", _urls, help="more base URLs of the same deployment; concurrency checks spread requests across all"),
     Key("concurrency", _positive_int, help="parallel requests in concurrency checks"),
     Key("fuzz_examples", _positive_int, help="Schemathesis examples per operation"),
     Key("stateful_examples", _positive_int, help="Hypothesis state-machine runs"),

@@ -23,12 +23,14 @@ class CheckContext:
         self,
         config: Config,
         capabilities: dict[str, Any],
-        clients: list[ApiClient],
+        replicas: list[list[ApiClient]],
         anonymous: ApiClient,
         seed: int,
     ) -> None:
         self.config = config
         self.capabilities = capabilities
+        self.replicas = replicas
+        clients = [group[0] for group in replicas]
         self.clients = clients
         self.alice = clients[0]
         self.bob = clients[1]
@@ -36,6 +38,10 @@ class CheckContext:
         self.seed = seed
         self.rng = random.Random(seed)
         self._counter = itertools.count(1)
+
+    def spread(self, principal: int = 0) -> list[ApiClient]:
+        """One client per base URL of the deployment for a principal; concurrent requests rotate."""
+        return self.replicas[principal]
 
     # ---------------------------------------------------------------- facts about the target
     @property

@@ -16,6 +16,7 @@ CHECK_MODULES = (
     "fork",
     "transcript",
     "lineage",
+    "leases",
     "diagnostics",
     "authorization",
     "errors",

@@ -58,6 +58,14 @@ class Target:
             for n, token in enumerate(config.tokens)
         ]
         self.anonymous = ApiClient(config.target, None, None, self.recorder, config.timeout)
+        self.replicas = [
+            [client]
+            + [
+                ApiClient(url, client.token, client.principal, self.recorder, config.timeout, config.concurrency * 2)
+                for url in config.replicas
+            ]
+            for client in self.clients
+        ]
         self.capabilities: dict[str, Any] | None = None
 
     def discover(self) -> dict[str, Any]:
@@ -72,12 +80,12 @@ class Target:
 
     def run_check(self, item: Check) -> CheckResult:
         result = _run_one(
-            item, self.config, self.discover(), self.clients, self.anonymous, self.recorder, self.catalogue
+            item, self.config, self.discover(), self.replicas, self.anonymous, self.recorder, self.catalogue
         )
         return _apply_expected(result, self.expected)
 
     def close(self) -> None:
-        for client in self.clients + [self.anonymous]:
+        for client in [c for group in self.replicas for c in group] + [self.anonymous]:
             client.close()
 
 
@@ -156,7 +164,7 @@ def _run_one(
     item: Check,
     config: Config,
     capabilities: dict[str, Any],
-    clients: list[ApiClient],
+    replicas: list[list[ApiClient]],
     anonymous: ApiClient,
     recorder: Recorder,
     catalogue: dict[str, dict[str, Any]],
@@ -166,7 +174,7 @@ def _run_one(
         return _result(item, catalogue, Outcome.SKIPPED, "", reason=f"unsupported: target lacks {', '.join(missing)}")
     seed = check_seed(config.seed, item.name)
     recorder.clear()
-    context = CheckContext(config, capabilities, clients, anonymous, seed)
+    context = CheckContext(config, capabilities, replicas, anonymous, seed)
     started = time.perf_counter()
     extra: dict[str, Any] = {"seed": seed}
     try:

@@ -71,3 +71,7 @@ class InvalidRequest(DomainError):
 
 class StorageUnavailable(DomainError):
     kind = "unavailable"
+
+
+class WriterConflict(DomainError):
+    kind = "writer-conflict"

@@ -28,13 +28,14 @@ from reference_impl.errors import (
     TurnInProgress,
     TurnNotRunning,
     UnknownTurn,
+    WriterConflict,
 )
 from reference_impl.settings import Limits
 from reference_impl.store import Store, Transaction
 from reference_impl.store.rows import ChainLink, LineageRow, Segment, SessionRow, TurnRow
 from reference_impl.store.store import IntegrityError
 
-SPEC_CAPABILITIES = ("fork", "effective-transcript", "lineage", "idempotency")
+SPEC_CAPABILITIES = ("fork", "effective-transcript", "lineage", "idempotency", "writer-lease")
 
 
 def utcnow() -> datetime:
@@ -109,6 +110,7 @@ class LineageService:
                 "max_records_per_append": limits.max_records_per_append,
                 "max_request_bytes": limits.max_request_bytes,
                 "idempotency_key_lifetime_seconds": limits.idempotency_key_lifetime_seconds,
+                "max_lease_seconds": limits.max_lease_seconds,
             },
             "diagnostics": diagnostics,
         }
@@ -156,11 +158,14 @@ class LineageService:
             return views.session(self._visible_session(tx, principal, session_id))
 
     # ---------------------------------------------------------------- turns and records
-    def start_turn(self, principal: str, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    def start_turn(
+        self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None
+    ) -> dict[str, Any]:
         turn_id = body.get("turn_id") or new_id()
         try:
             with self.store.write() as tx:
                 self._visible_session(tx, principal, session_id)
+                self._check_writer(tx, session_id, lease_id)
                 slot = tx.claim_turn_slot(session_id, turn_id)
                 if slot is None:
                     raise TurnInProgress(f"session {session_id!r} already has a running turn")
@@ -188,7 +193,12 @@ class LineageService:
         return turn
 
     def append_records(
-        self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]
+        self,
+        principal: str,
+        session_id: str,
+        turn_id: str,
+        body: dict[str, Any],
+        lease_id: str | None = None,
     ) -> dict[str, Any]:
         inputs = body["records"]
         if len(inputs) > self.limits.max_records_per_append:
@@ -205,6 +215,7 @@ class LineageService:
         created_at = timestamp(utcnow())
         with self.store.write() as tx:
             self._visible_session(tx, principal, session_id)
+            self._check_writer(tx, session_id, lease_id)
             turn = self._own_turn(tx, session_id, turn_id)
             if turn.status != "running":
                 raise TurnNotRunning(f"turn {turn_id!r} is {turn.status}")
@@ -241,11 +252,17 @@ class LineageService:
         }
 
     def finish_turn(
-        self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]
+        self,
+        principal: str,
+        session_id: str,
+        turn_id: str,
+        body: dict[str, Any],
+        lease_id: str | None = None,
     ) -> dict[str, Any]:
         finished_at = timestamp(utcnow())
         with self.store.write() as tx:
             self._visible_session(tx, principal, session_id)
+            self._check_writer(tx, session_id, lease_id)
             turn = self._own_turn(tx, session_id, turn_id)
             if turn.status != "running":
                 raise TurnNotRunning(f"turn {turn_id!r} is {turn.status}")
@@ -265,6 +282,47 @@ class LineageService:
                 finished_at=finished_at,
             )
         )
+
+    # ---------------------------------------------------------------- writer leases
+    def _check_writer(self, tx: Transaction, session_id: str, lease_id: str | None) -> None:
+        """While a lease is held only its holder writes; a named lease must still be held."""
+        lease = tx.lease(session_id)
+        active = lease is not None and lease.expires_at > timestamp(utcnow())
+        if lease_id is None:
+            if active:
+                raise WriterConflict(f"another writer holds the lease of session {session_id!r}")
+        elif not active or lease is None or lease.lease_id != lease_id:
+            raise WriterConflict(f"lease {lease_id!r} does not hold session {session_id!r}")
+
+    def acquire_lease(
+        self, principal: str, session_id: str, body: dict[str, Any]
+    ) -> tuple[int, dict[str, Any]]:
+        """Take the session's writer lease (201) or renew the caller's own (200)."""
+        ttl = body["ttl_seconds"]
+        if ttl > self.limits.max_lease_seconds:
+            raise InvalidRequest(f"ttl_seconds must not exceed {self.limits.max_lease_seconds}")
+        now = utcnow()
+        expires_at = timestamp(now + timedelta(seconds=ttl))
+        try:
+            with self.store.write() as tx:
+                self._visible_session(tx, principal, session_id)
+                renewing = body.get("lease_id")
+                if renewing is not None:
+                    if not tx.renew_lease(session_id, renewing, expires_at, timestamp(now)):
+                        raise WriterConflict(f"lease {renewing!r} does not hold session {session_id!r}")
+                    return 200, {"session_id": session_id, "lease_id": renewing, "expires_at": expires_at}
+                lease = {"lease_id": new_id(), "principal": principal, "expires_at": expires_at}
+                if not tx.take_expired_lease(session_id, lease, timestamp(now)):
+                    tx.insert_lease({"session_id": session_id, **lease})
+        except IntegrityError as exc:
+            raise WriterConflict(f"another writer holds the lease of session {session_id!r}") from exc
+        return 201, {"session_id": session_id, "lease_id": lease["lease_id"], "expires_at": expires_at}
+
+    def release_lease(self, principal: str, session_id: str, lease_id: str | None) -> None:
+        with self.store.write() as tx:
+            self._visible_session(tx, principal, session_id)
+            if lease_id is None or not tx.delete_lease(session_id, lease_id, timestamp(utcnow())):
+                raise WriterConflict(f"lease {lease_id!r} does not hold session {session_id!r}")
 
     # ---------------------------------------------------------------- fork
     def fork(

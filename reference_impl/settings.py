@@ -16,6 +16,7 @@ class Limits:
     max_records_per_append: int = 100
     max_request_bytes: int = 1_048_576
     idempotency_key_lifetime_seconds: int = 86_400
+    max_lease_seconds: int = 300
 
 
 @dataclass(frozen=True)

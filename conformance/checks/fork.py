@@ -282,11 +282,13 @@ def key_reused_differently(ctx: CheckContext) -> None:
 
 
 def _concurrent_forks(ctx: CheckContext, source_id: str, key: str, count: int) -> list[Response]:
+    """`count` identical forks released together, spread over every base URL of the deployment."""
     barrier = threading.Barrier(count)
+    clients = ctx.spread()
 
-    def one(_: int) -> Response:
+    def one(n: int) -> Response:
         barrier.wait(timeout=30)
-        return ctx.fork(source_id, {"mode": "latest"}, key=key)
+        return ctx.fork(source_id, {"mode": "latest"}, key=key, client=clients[n % len(clients)])
 
     with ThreadPoolExecutor(max_workers=count) as pool:
         return list(pool.map(one, range(count)))
@@ -349,3 +351,81 @@ def key_scope(ctx: CheckContext) -> None:
         response.json()["session"]["session_id"] != alice_child["session"]["session_id"],
         "bob received alice's child",
     )
+
+
+@check("FORK-TARGET-CONCURRENT-001", title="Concurrent different forks to one target: one child, the rest conflict")
+def concurrent_forks_to_one_target(ctx: CheckContext) -> None:
+    source, turns, _ = ctx.conversation(4)
+    sid = source["session_id"]
+    target = ctx.new_id("contested")
+    cuts = [{"mode": "through", "turn_id": t["turn_id"]} for t in turns] + [{"mode": "before", "turn_id": t["turn_id"]} for t in turns]
+    count = min(ctx.config.concurrency, 16)
+    barrier = threading.Barrier(count)
+    clients = ctx.spread()
+
+    def one(n: int) -> Response:
+        barrier.wait(timeout=30)
+        return ctx.fork(sid, cuts[n % len(cuts)], target=target, key=ctx.new_id("key"), client=clients[n % len(clients)])
+
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        answers = list(pool.map(one, range(count)))
+    won = [a for a in answers if a.status == 201 and a.header("Idempotency-Replayed") != "true"]
+    for answer in answers:
+        if answer.status != 201:
+            ctx.expect_status(answer, 409, "target-conflict")
+    ctx.expect(len(won) == 1, f"{len(won)} forks claim to have created {target}")
+    replays = [a for a in answers if a.status == 201 and a not in won]
+    ctx.expect(all(a.json() == won[0].json() for a in replays), "answers for the target describe different children")
+    stored = ctx.alice.get(f"/sessions/{target}").json()
+    ctx.expect(stored["lineage"] == won[0].json()["lineage"], f"the stored child {stored} is not the one answered")
+
+
+@check("FORK-SNAPSHOT-CONCURRENT-001", title="Forks of a source being written inherit whole finished turns only")
+def forks_while_source_is_written(ctx: CheckContext) -> None:
+    source = ctx.create_session()
+    sid = source["session_id"]
+    ctx.run_turn(sid, "user", 2)
+    stop = threading.Event()
+    writer_error: list[BaseException] = []
+
+    def keep_writing() -> None:
+        try:
+            n = 0
+            while not stop.is_set() and n < 400:
+                turn = ctx.start_turn(sid, "user" if n % 2 else "assistant")
+                for _ in range(3):
+                    ctx.append(sid, turn["turn_id"], 1)
+                ctx.finish(sid, turn["turn_id"])
+                n += 1
+        except BaseException as exc:  # surfaced after the forks
+            writer_error.append(exc)
+
+    clients = ctx.spread()
+    writer = threading.Thread(target=keep_writing, name="source-writer")
+    writer.start()
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            forks = list(pool.map(lambda n: ctx.fork(sid, {"mode": "latest"}, client=clients[n % len(clients)]), range(50)))
+    finally:
+        stop.set()
+        writer.join(timeout=120)
+    if writer_error:
+        raise writer_error[0]
+    parent_records = ctx.walk(sid, limit=ctx.limits["max_page_size"])
+    by_turn: dict[str, list] = {}
+    order: list[str] = []
+    for record in parent_records:
+        if record["turn_id"] not in by_turn:
+            order.append(record["turn_id"])
+        by_turn.setdefault(record["turn_id"], []).append(record)
+    for response in forks:
+        ctx.expect_status(response, 201, None, "FORK-CREATE-001")
+        body = response.json()
+        inherited = body["lineage"]["inherited_turn_count"]
+        expected = [r for turn_id in order[:inherited] for r in by_turn[turn_id]]
+        got = ctx.walk(body["session"]["session_id"], limit=ctx.limits["max_page_size"])
+        ctx.expect(
+            got == expected,
+            f"child {body['session']['session_id']} inherited {inherited} turns but its transcript holds "
+            f"{len(got)} records; the source's first {inherited} turns hold {len(expected)}",
+        )

@@ -25,6 +25,7 @@ from reference_impl.http.requests import (
     principal_of,
     query_int,
     query_str,
+    writer_lease,
 )
 from reference_impl.service import LineageService
 from reference_impl.settings import Settings
@@ -88,17 +89,19 @@ class Api:
     async def start_turn(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
+        lease = writer_lease(request)
         body = await self.body(request, "turn-create.json")
-        result = await run_in_threadpool(self.service.start_turn, principal, session_id, body)
+        result = await run_in_threadpool(self.service.start_turn, principal, session_id, body, lease)
         return JSONResponse(result, status_code=201)
 
     async def append_records(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         turn_id = path_id(request, "turn_id")
+        lease = writer_lease(request)
         body = await self.body(request, "records-append.json")
         result = await run_in_threadpool(
-            self.service.append_records, principal, session_id, turn_id, body
+            self.service.append_records, principal, session_id, turn_id, body, lease
         )
         return JSONResponse(result, status_code=201)
 
@@ -106,11 +109,28 @@ class Api:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         turn_id = path_id(request, "turn_id")
+        lease = writer_lease(request)
         body = await self.body(request, "turn-finish.json")
         result = await run_in_threadpool(
-            self.service.finish_turn, principal, session_id, turn_id, body
+            self.service.finish_turn, principal, session_id, turn_id, body, lease
         )
         return JSONResponse(result)
+
+    async def acquire_lease(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        body = await self.body(request, "lease-request.json")
+        status, result = await run_in_threadpool(
+            self.service.acquire_lease, principal, session_id, body
+        )
+        return JSONResponse(result, status_code=status)
+
+    async def release_lease(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        lease = writer_lease(request)
+        await run_in_threadpool(self.service.release_lease, principal, session_id, lease)
+        return Response(status_code=204)
 
     async def fork(self, request: Request) -> Response:
         principal = self.principal(request)
@@ -183,6 +203,8 @@ def build_app(service: LineageService, settings: Settings) -> Starlette:
         ),
         Route("/sessions/{session_id}/turns/{turn_id}/finish", api.finish_turn, methods=["POST"]),
         Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
+        Route("/sessions/{session_id}/lease", api.acquire_lease, methods=["POST"]),
+        Route("/sessions/{session_id}/lease", api.release_lease, methods=["DELETE"]),
         Route("/sessions/{session_id}/transcript", api.transcript, methods=["GET"]),
         Route("/sessions/{session_id}/records", api.records, methods=["GET"]),
         Route("/sessions/{session_id}/lineage", api.lineage, methods=["GET"]),

@@ -124,3 +124,14 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def writer_lease(request: Request) -> str | None:
+    """The `Writer-Lease` header: the lease id a writer holds, if it sends one."""
+    value = request.headers.get("writer-lease")
+    if value is None:
+        return None
+    value = value.strip()
+    if not re.fullmatch(r"[\x21-\x7e]{1,64}", value):
+        raise InvalidRequest("the Writer-Lease header must be 1 to 64 visible ASCII characters")
+    return value

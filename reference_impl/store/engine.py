@@ -25,8 +25,12 @@ def make_engine(database_url: str) -> Engine:
     if url.get_backend_name() == "sqlite":
         engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         _configure_sqlite(engine)
+    elif url.get_backend_name() == "postgresql":
+        if url.drivername == "postgresql":
+            url = url.set(drivername="postgresql+psycopg")  # psycopg 3, not the psycopg2 default
+        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
     else:
-        engine = create_engine(url, pool_pre_ping=True)
+        raise ValueError(f"unsupported database {url.get_backend_name()!r}: use sqlite or postgresql")
     diagnostics.instrument(engine)
     return engine
 
@@ -52,5 +56,8 @@ def migrate(engine: Engine) -> None:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":
+            # Several server processes may start together: one migrates, the others wait.
+            connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7368291)")
         config.attributes["connection"] = connection
         command.upgrade(config, "head")

@@ -92,3 +92,11 @@ class Segment:
     session_id: str
     after: int
     upto: int | None
+
+
+@dataclass(frozen=True)
+class LeaseRow:
+    session_id: str
+    lease_id: str
+    principal: str
+    expires_at: str

@@ -15,6 +15,7 @@ from reference_impl.store import tables as t
 from reference_impl.store.rows import (
     ChainLink,
     IdempotencyRow,
+    LeaseRow,
     LineageRow,
     RecordRow,
     Segment,
@@ -279,6 +280,48 @@ class Transaction:
 
     def insert_records(self, rows: list[dict[str, Any]]) -> None:
         self.conn.execute(insert(t.records), rows)
+
+    # ---------------------------------------------------------------- writer leases
+    def lease(self, session_id: str) -> LeaseRow | None:
+        row = self.conn.execute(
+            select(t.session_leases).where(t.session_leases.c.session_id == session_id)
+        ).mappings().first()
+        return LeaseRow(**row) if row else None
+
+    def take_expired_lease(self, session_id: str, lease: dict[str, Any], now: str) -> bool:
+        """Take over a lease whose holder let it expire; False when none expired."""
+        result = self.conn.execute(
+            update(t.session_leases)
+            .where(t.session_leases.c.session_id == session_id, t.session_leases.c.expires_at <= now)
+            .values(**lease)
+        )
+        return result.rowcount == 1
+
+    def insert_lease(self, row: dict[str, Any]) -> None:
+        """Raises IntegrityError when another writer holds the session's lease."""
+        self.conn.execute(insert(t.session_leases).values(**row))
+
+    def renew_lease(self, session_id: str, lease_id: str, expires_at: str, now: str) -> bool:
+        result = self.conn.execute(
+            update(t.session_leases)
+            .where(
+                t.session_leases.c.session_id == session_id,
+                t.session_leases.c.lease_id == lease_id,
+                t.session_leases.c.expires_at > now,
+            )
+            .values(expires_at=expires_at)
+        )
+        return result.rowcount == 1
+
+    def delete_lease(self, session_id: str, lease_id: str, now: str) -> bool:
+        result = self.conn.execute(
+            delete(t.session_leases).where(
+                t.session_leases.c.session_id == session_id,
+                t.session_leases.c.lease_id == lease_id,
+                t.session_leases.c.expires_at > now,
+            )
+        )
+        return result.rowcount == 1
 
 
 class Store:

@@ -81,3 +81,12 @@ idempotency_keys = Table(
     Column("response_body", Text, nullable=False),
     Column("expires_at", String(40), nullable=False),
 )
+
+session_leases = Table(
+    "session_leases",
+    metadata,
+    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("lease_id", String(64), nullable=False),
+    Column("principal", String(256), nullable=False),
+    Column("expires_at", String(40), nullable=False),
+)

@@ -1,0 +1,70 @@
+"""Shared fixtures: a real PostgreSQL database per test, and reference server processes."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def _reachable(url: str) -> bool:
+    try:
+        engine = create_engine(_psycopg(url), connect_args={"connect_timeout": 3})
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return True
+    except Exception:
+        return False
+
+
+def _psycopg(url: str) -> str:
+    parsed = make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server URL: DATABASE_URL, the local server, or a testcontainers one.
+
+    In CI (CI=true) a missing server fails the tests instead of skipping them.
+    """
+    candidates = [os.environ["DATABASE_URL"]] if os.environ.get("DATABASE_URL") else [LOCAL_POSTGRES]
+    for url in candidates:
+        if _reachable(url):
+            yield url
+            return
+    try:
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver="psycopg") as container:
+            yield container.get_connection_url()
+            return
+    except Exception as exc:
+        reason = f"no PostgreSQL reachable at {candidates[0]} and no Docker for testcontainers: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh database on the server, dropped after the test."""
+    name = f"sl_test_{secrets.token_hex(6)}"
+    admin = create_engine(_psycopg(postgres_server), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(postgres_server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
