@@ -110,6 +110,7 @@ def validate(exchange: Exchange, path: str) -> None:
             f"{exchange.method} {path} answered {status}: input must never cause a 5xx",
             ["ERR-NO-5XX-001"],
             exchange,
+            also_check=True,
         )
     if status >= 400:
         if media_type != "application/problem+json":
@@ -151,6 +152,7 @@ def validate(exchange: Exchange, path: str) -> None:
             f"not declare for {operation.operation_id}",
             ["ERR-SCHEMA-001"],
             exchange,
+            also_check=True,
         )
     content = declared.get("content")
     if not content:

@@ -84,6 +84,7 @@ class CheckContext:
                 raise CheckFailed(
                     f"{what}: expected problem type {expected}, got {response.problem_type}",
                     list(requirements) + ["ERR-TYPE-001"],
+                    also_check=not requirements,
                 )
 
     # ---------------------------------------------------------------- setup helpers

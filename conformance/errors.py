@@ -13,11 +13,15 @@ class CheckFailed(AssertionError):
         message: str,
         requirements: list[str] | None = None,
         exchange: Exchange | None = None,
+        also_check: bool = False,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.requirements = requirements or []
         self.exchange = exchange
+        # True when the answer also defeats the check's own requirements: a 5xx, an undeclared
+        # status or the wrong problem type is never what the check's rule asks for.
+        self.also_check = also_check
 
 
 class Unsupported(Exception):

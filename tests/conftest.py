@@ -68,3 +68,26 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+_postgres_outcomes: dict[str, int] = {"passed": 0, "other": 0}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "postgres" in report.keywords and report.when == "call":
+        _postgres_outcomes["passed" if report.passed else "other"] += 1
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI the PostgreSQL tests must have run: none passing fails the run, even if all else passed."""
+    selected = not session.config.getoption("markexpr") and not session.config.getoption("keyword")
+    if os.environ.get("CI", "").lower() == "true" and selected and session.testscollected:
+        if _postgres_outcomes["passed"] == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _postgres_outcomes["passed"] or _postgres_outcomes["other"]:
+        terminalreporter.write_line(
+            f"postgresql tests: {_postgres_outcomes['passed']} passed, {_postgres_outcomes['other']} not passed"
+        )

@@ -20,7 +20,7 @@ def run_against(mutant: Mutant, database_url: str, seed: int = 20261202):
     settings = Settings(database_url=database_url, tokens=TOKENS)
     with serve_app(mutant.build(settings)) as server:
         config = load(
-            overrides={"target": server.url, "tokens": list(TOKENS), "select": list(mutant.select), "seed": seed},
+            overrides={"target": server.url, "tokens": list(TOKENS), "select": list(mutant.select), "seed": seed, "strict": True},
             environ={},
         )
         return run(config)

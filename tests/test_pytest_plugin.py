@@ -1,4 +1,4 @@
-"""The suite runs as a pytest plugin: one test per check, requirement IDs as keywords."""
+"""The suite runs as a pytest plugin (installed through the `pytest11` entry point): one test per check."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
 

@@ -37,6 +37,11 @@ def header_on_every_response(ctx: CheckContext) -> None:
     ]
     counts = [round_trips(response) for response in responses]
     ctx.expect(counts[1] >= 1 and counts[2] >= 1, f"reads that touch storage reported {counts[1:3]} round trips")
+    # Counted, not estimated: discovery and a refused request cost less than a transcript read.
+    ctx.expect(
+        counts[0] < counts[2] and counts[7] < counts[2],
+        f"discovery reported {counts[0]}, an unauthenticated request {counts[7]}, a transcript read {counts[2]}",
+    )
 
 
 @check("DIAG-DEPTH-001", title="A transcript page costs the same at depths 0, 1, 5 and the maximum", needs=(CAPABILITY,))

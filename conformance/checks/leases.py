@@ -97,7 +97,7 @@ def release(ctx: CheckContext) -> None:
     lease = acquire(ctx, sid).json()["lease_id"]
     ctx.expect_status(ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": "other"}), 409, "writer-conflict")
     ctx.expect_status(ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease}), 204)
-    ctx.start_turn(sid)  # free again: no header needed
+    ctx.expect_status(ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"}), 201)  # free: no header needed
     ctx.expect_status(acquire(ctx, sid), 201)
 
 

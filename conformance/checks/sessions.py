@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from conformance.context import CheckContext
 from conformance.registry import check
 
@@ -113,6 +115,13 @@ def record_limits(ctx: CheckContext) -> None:
     response = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records", json={"records": many})
     ctx.expect_status(response, 413, "payload-too-large")
     ctx.expect(ctx.walk(sid, "records") == [], "a refused append stored records")
+    overhead = len(json.dumps({"text": ""}, separators=(",", ":")))
+    exact = {"type": "message", "content": {"text": "x" * (ctx.limits["max_record_bytes"] - overhead)}}
+    response = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records", json={"records": [exact]})
+    ctx.expect_status(response, 201)  # exactly at the limit is allowed
+    batch = [{"type": "message", "content": {}}] * ctx.limits["max_records_per_append"]
+    response = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records", json={"records": batch})
+    ctx.expect_status(response, 201)
 
 
 @check("SESS-RECORD-ATOMIC-001", title="A refused batch stores none of its records")

@@ -60,17 +60,15 @@ def effective_order_depth_5(ctx: CheckContext) -> None:
     for sid in chain:
         got = ctx.walk(sid)
         expected = model.transcript(sid)
+        def positions(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+            return [(r["turn_id"], r["index"], json.dumps(r["content"], sort_keys=True)) for r in records]
+
         ctx.expect(
-            ctx.keys(got) == ctx.keys(expected),
+            positions(got) == positions(expected),
             f"transcript of {sid}: {ctx.keys(got)}, expected {ctx.keys(expected)}",
             "XS-EFFECTIVE-001",
         )
         ctx.expect(_strip(got) == _strip(expected), f"records of {sid} were rewritten on read", "XS-PROVENANCE-001")
-        ctx.expect(
-            all(set(record) == set(expected[0]) for record in got) if got else True,
-            "inherited records must not carry extra fields such as an 'inherited' flag",
-            "XS-PROVENANCE-001",
-        )
 
 
 @check("XS-ROOT-001", title="A root's transcript is its own records; /records is physical only")
@@ -141,6 +139,11 @@ def invalid_cursor(ctx: CheckContext) -> None:
     foreign = ctx.alice.get(f"/sessions/{b['session_id']}/transcript", params={"limit": 1}).json()["next_cursor"]
     valid = ctx.alice.get(f"/sessions/{sid}/transcript", params={"limit": 1}).json()["next_cursor"]
     forged = base64.urlsafe_b64encode(json.dumps({"session": "x", "offset": 1}).encode()).decode()
-    for bad in ["!!!", "not-a-cursor", forged, foreign, valid[: len(valid) // 2] + "A"]:
+    for bad in ["!!!", "not-a-cursor", forged, foreign, valid[: len(valid) // 2] + "A", "c" * 5000]:
         response = ctx.alice.get(f"/sessions/{sid}/transcript", params={"cursor": bad})
+        ctx.expect_status(response, 400, "invalid-cursor")
+    child = ctx.fork_ok(sid, {"mode": "latest"})["session"]["session_id"]
+    records_cursor = ctx.alice.get(f"/sessions/{sid}/records", params={"limit": 1}).json()["next_cursor"]
+    for bad, where in ((valid, child), (records_cursor, sid)):  # the parent's cursor; a /records cursor
+        response = ctx.alice.get(f"/sessions/{where}/transcript", params={"cursor": bad})
         ctx.expect_status(response, 400, "invalid-cursor")

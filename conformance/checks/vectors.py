@@ -90,7 +90,9 @@ class CaseRun:
         self.verify_lineage()
 
     def op_create(self, step: Step) -> None:
-        self.ctx.create_session(session_id=self.session_id(step["session"]))
+        sid = self.session_id(step["session"])
+        created = self.ctx.create_session(session_id=sid)
+        self.ctx.expect(created["session_id"] == sid, f"session created as {created['session_id']}, not {sid}", "SESS-ID-001")
         self.created.add(step["session"])
 
     def op_turn(self, step: Step) -> None:
@@ -143,7 +145,7 @@ class CaseRun:
         self.ctx.expect(
             response.status == 404,
             f"the refused fork left session {name} behind (HTTP {response.status})",
-            *self.requirements,
+            *dict.fromkeys([*self.requirements, "FORK-ATOMIC-001"]),
         )
 
     # ------------------------------------------------------------ expectations

@@ -24,7 +24,7 @@ from reference_impl.http.requests import (
     path_id,
     principal_of,
     query_int,
-    query_str,
+    query_cursor,
     writer_lease,
 )
 from reference_impl.service import LineageService
@@ -48,15 +48,24 @@ class RoundTripHeader:
             await self.app(scope, receive, send)
             return
         counter = diagnostics.start_counting()
+        started = False
 
         async def send_with_count(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
                 message = {**message, "headers": headers}
             await send(message)
 
-        await self.app(scope, receive, send_with_count)
+        try:
+            await self.app(scope, receive, send_with_count)
+        except Exception as exc:  # even an unexpected failure answers a counted problem
+            log.exception("unexpected error", exc_info=exc)
+            if started:
+                raise
+            await problem("internal", "internal server error")(scope, receive, send_with_count)
 
 
 class Api:
@@ -147,7 +156,7 @@ class Api:
     async def transcript(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        cursor, limit = query_str(request, "cursor"), query_int(request, "limit")
+        cursor, limit = query_cursor(request), query_int(request, "limit")
         page = await run_in_threadpool(
             self.service.transcript, principal, session_id, cursor, limit
         )
@@ -156,7 +165,7 @@ class Api:
     async def records(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        cursor, limit = query_str(request, "cursor"), query_int(request, "limit")
+        cursor, limit = query_cursor(request), query_int(request, "limit")
         page = await run_in_threadpool(
             self.service.own_records, principal, session_id, cursor, limit
         )

@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 import spec
-from reference_impl.errors import DomainError, InvalidRequest, NotFound, PayloadTooLarge
+from reference_impl.errors import DomainError, InvalidCursor, InvalidRequest, NotFound, PayloadTooLarge
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~+/=-]{1,256}$")
@@ -62,10 +62,11 @@ def query_int(request: Request, name: str) -> int | None:
     return int(raw)
 
 
-def query_str(request: Request, name: str, max_length: int = 2048) -> str | None:
-    raw = request.query_params.get(name)
+def query_cursor(request: Request, max_length: int = 2048) -> str | None:
+    """The opaque cursor; one that cannot have been issued here is an invalid cursor."""
+    raw = request.query_params.get("cursor")
     if raw is not None and not (1 <= len(raw) <= max_length):
-        raise InvalidRequest(f"query parameter {name!r} must have 1 to {max_length} characters")
+        raise InvalidCursor("the cursor is not one this server issued")
     return raw
 
 

@@ -103,7 +103,7 @@ async def _forbidden(request: Request, exc: Exception) -> Response:
     return JSONResponse(problem, status_code=403, media_type="application/problem+json")
 
 
-@mutant("ERR-SCHEMA-001", select=("authorization.invisible_sessions",),
+@mutant("ERR-SCHEMA-001", "AUTH-HIDE-001", select=("authorization.invisible_sessions",),
         description="Another principal's session answers 403 forbidden, a status the spec does not declare")
 def forbidden_instead_of_not_found(settings: Settings) -> ASGIApp:
     class Service(LineageService):
@@ -188,12 +188,9 @@ def media_type_sniffed_from_body(settings: Settings) -> ASGIApp:
     return inspect_bodies(reference_app(settings), sniff)
 
 
+@mutant("ERR-MEDIA-001", select=("errors.media_type",), description="Every body is read as JSON whatever its Content-Type.")
 def content_type_ignored(settings: Settings) -> ASGIApp:
-    """Every body is read as JSON whatever its Content-Type (ERR-MEDIA-001).
-
-    Not registered: the suite reports ERR-MEDIA-001 as failed, but that requirement is a SHOULD,
-    so the run stays conformant (exit 0) unless `strict` is set.
-    """
+    """Every body is read as JSON whatever its Content-Type (ERR-MEDIA-001)."""
     return inspect_bodies(reference_app(settings), lambda scope, body: _with_content_type(scope, b"application/json"))
 
 

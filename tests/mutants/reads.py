@@ -55,12 +55,9 @@ def implementation_version_advertised(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
+@mutant("CAP-PUBLIC-001", select=("capabilities.discovery_without_credentials",), description="The discovery document answers 401 to a client without credentials.")
 def capabilities_require_credentials(settings: Settings) -> ASGIApp:
-    """The discovery document answers 401 to a client without credentials (CAP-PUBLIC-001).
-
-    Not registered: the suite reports CAP-PUBLIC-001 as failed, but that requirement is a SHOULD,
-    so the run stays conformant (exit 0) unless `strict` is set.
-    """
+    """The discovery document answers 401 to a client without credentials (CAP-PUBLIC-001)."""
 
     def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
         if scope["path"] != "/capabilities" or any(key.lower() == b"authorization" for key, _ in scope["headers"]):
@@ -113,7 +110,7 @@ def inherited_record_ids_rewritten(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("XS-EFFECTIVE-001", select=("transcript.effective_order_depth_5",),
+@mutant("XS-PROVENANCE-001", select=("transcript.effective_order_depth_5",),
         description="Inherited records are served with the reading session's id instead of their own")
 def inherited_records_relabelled(settings: Settings) -> ASGIApp:
     class Service(LineageService):
@@ -243,13 +240,9 @@ def invalid_cursor_restarts_walk(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
+@mutant("XS-CURSOR-INVALID-001", select=("transcript.invalid_cursor",), description="A cursor is accepted for any read whose transcript holds its position.")
 def cursor_not_bound_to_read(settings: Settings) -> ASGIApp:
-    """A cursor is accepted for any read whose transcript holds its position (XS-CURSOR-INVALID-001).
-
-    Not registered: a parent's transcript cursor, or a /records cursor, is accepted on a child's
-    transcript; `transcript.invalid_cursor` only tries a cursor of an unrelated session, which the
-    chain-membership test still refuses.
-    """
+    """A cursor is accepted for any read whose transcript holds its position (XS-CURSOR-INVALID-001)."""
 
     class Service(LineageService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
@@ -320,12 +313,9 @@ def round_trips_missing_on_errors(settings: Settings) -> ASGIApp:
     return rewrite_responses(reference_app(settings), rewrite)
 
 
+@mutant("DIAG-HEADER-001", select=("diagnostics.header_on_every_response",), description="Storage-Round-Trips is an estimate, always 2, not a count.")
 def constant_round_trip_header(settings: Settings) -> ASGIApp:
-    """Storage-Round-Trips is an estimate, always 2, not a count (DIAG-HEADER-001).
-
-    Not registered: no diagnostics check compares the header with a known cost, so a constant
-    passes DIAG-HEADER-001, DIAG-DEPTH-001, DIAG-PAGE-COST-001 and DIAG-FORK-COST-001.
-    """
+    """Storage-Round-Trips is an estimate, always 2, not a count (DIAG-HEADER-001)."""
 
     def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
         return status, [(k, v) for k, v in headers if k.lower() != ROUND_TRIPS] + [(ROUND_TRIPS, b"2")], body
@@ -384,12 +374,9 @@ def fork_copies_records(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, Tx)
 
 
+@mutant("DIAG-FORK-COST-001", select=("diagnostics.fork_cost_by_source_size",), description="A fork reads the source's whole transcript before writing.")
 def fork_reads_source_records(settings: Settings) -> ASGIApp:
-    """A fork reads the source's whole transcript, ten records per query, before writing (DIAG-FORK-COST-001).
-
-    Not registered: it is caught as a DIAG-FORK-COST-001 failure, but that requirement is a SHOULD,
-    so the run stays conformant (exit 0) unless `strict` is set.
-    """
+    """A fork reads the source's whole transcript, ten records per query, before writing (DIAG-FORK-COST-001)."""
 
     class Service(LineageService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, *args: Any) -> ForkOutcome:

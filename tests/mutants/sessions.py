@@ -148,7 +148,7 @@ class UncheckedAppend(LineageService):
 
 
 # ---------------------------------------------------------------- SESS-CREATE-001
-@mutant("SESS-CREATE-001", description="A session without a client-chosen id is refused instead of getting a server-chosen one")
+@mutant("SESS-CREATE-001", select=("sessions.create_root_session",), description="A session without a client-chosen id is refused instead of getting a server-chosen one")
 def session_id_required(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +159,7 @@ def session_id_required(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-CREATE-001", description="The session's name is answered but never stored")
+@mutant("SESS-CREATE-001", select=("sessions.create_root_session",), description="The session's name is answered but never stored")
 def session_name_not_stored(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def insert_session(self, row: dict[str, Any]) -> None:
@@ -169,7 +169,7 @@ def session_name_not_stored(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-ID-001
-@mutant("SESS-ID-001", description="A client-chosen session id is ignored and the server picks its own")
+@mutant("SESS-ID-001", select=("sessions.client_chosen_session_id",), description="A client-chosen session id is ignored and the server picks its own")
 def chosen_session_id_ignored(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +178,7 @@ def chosen_session_id_ignored(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-ID-001", description="An invalid client-chosen session id is silently replaced by a server-chosen one")
+@mutant("SESS-ID-001", select=("sessions.client_chosen_session_id",), description="An invalid client-chosen session id is silently replaced by a server-chosen one")
 def invalid_session_id_replaced(settings: Settings) -> ASGIApp:
     def drop_invalid_id(scope: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
         if scope["method"] != "POST" or scope["path"] != "/sessions":
@@ -198,7 +198,7 @@ def invalid_session_id_replaced(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-ID-CONFLICT-001
-@mutant("SESS-ID-CONFLICT-001", description="Creating a session with a taken id overwrites the existing session")
+@mutant("SESS-ID-CONFLICT-001", select=("sessions.duplicate_session_id",), description="Creating a session with a taken id overwrites the existing session")
 def duplicate_session_id_overwrites(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def insert_session(self, row: dict[str, Any]) -> None:
@@ -214,7 +214,7 @@ def duplicate_session_id_overwrites(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, Tx)
 
 
-@mutant("SESS-ID-CONFLICT-001", description="Creating a session with a taken id answers 201 with the existing session")
+@mutant("SESS-ID-CONFLICT-001", select=("sessions.duplicate_session_id",), description="Creating a session with a taken id answers 201 with the existing session")
 def duplicate_session_id_returns_existing(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -230,7 +230,7 @@ def duplicate_session_id_returns_existing(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-TURN-001
-@mutant("SESS-TURN-001", description="Turn indexes start at 1 instead of 0")
+@mutant("SESS-TURN-001", select=("sessions.start_turn",), description="Turn indexes start at 1 instead of 0")
 def turn_index_starts_at_one(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
@@ -240,7 +240,7 @@ def turn_index_starts_at_one(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, Tx)
 
 
-@mutant("SESS-TURN-001", description="A client-chosen turn id is ignored and the server picks its own")
+@mutant("SESS-TURN-001", select=("sessions.start_turn",), description="A client-chosen turn id is ignored and the server picks its own")
 def chosen_turn_id_ignored(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -249,7 +249,7 @@ def chosen_turn_id_ignored(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-TURN-001", description="A turn id already used in another session is replaced by a fresh one instead of refused")
+@mutant("SESS-TURN-001", select=("sessions.start_turn",), description="A turn id already used in another session is replaced by a fresh one instead of refused")
 def taken_turn_id_replaced(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -265,7 +265,7 @@ def taken_turn_id_replaced(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-TURN-SINGLE-001
-@mutant("SESS-TURN-SINGLE-001", description="A new turn starts while another turn of the session is still running")
+@mutant("SESS-TURN-SINGLE-001", select=("sessions.one_running_turn",), description="A new turn starts while another turn of the session is still running")
 def second_running_turn_allowed(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
@@ -281,8 +281,12 @@ def second_running_turn_allowed(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-TURN-FINISH-001
-@mutant("SESS-TURN-FINISH-001", description="Finishing an already finished turn succeeds again and overwrites its status")
+@mutant("SESS-TURN-FINISH-001", select=("sessions.finish_turn_once",), description="Finishing an already finished turn succeeds again and overwrites its status")
 def finished_turn_refinished(settings: Settings) -> ASGIApp:
+    class Tx(Transaction):
+        def refinish_turn(self, turn_id: str, status: str, finished_at: str) -> None:
+            self.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id).values(status=status, finished_at=finished_at))
+
     class Service(LineageService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
             with self.store.read() as tx:
@@ -292,15 +296,14 @@ def finished_turn_refinished(settings: Settings) -> ASGIApp:
             finished_at = timestamp(utcnow())
             with self.store.write() as tx:
                 self._visible_session(tx, principal, session_id)
-                tx.conn.execute(
-                    update(t.turns).where(t.turns.c.turn_id == turn_id).values(status=body["status"], finished_at=finished_at)
-                )
+                assert isinstance(tx, Tx)
+                tx.refinish_turn(turn_id, body["status"], finished_at)
             return views.turn(replace(turn, status=body["status"], finished_at=finished_at))
 
-    return app_with_service(settings, Service)
+    return app_with_layers(settings, Service, Tx)
 
 
-@mutant("SESS-TURN-FINISH-001", description="A turn finished as failed is stored and answered as completed")
+@mutant("SESS-TURN-FINISH-001", select=("sessions.finish_turn_once",), description="A turn finished as failed is stored and answered as completed")
 def failed_finish_stored_as_completed(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -309,7 +312,7 @@ def failed_finish_stored_as_completed(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-TURN-FINISH-001", description="The finish answer renders the turn as it was read before the update")
+@mutant("SESS-TURN-FINISH-001", select=("sessions.finish_turn_once",), description="The finish answer renders the turn as it was read before the update")
 def finish_answers_stale_turn(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -323,7 +326,7 @@ def finish_answers_stale_turn(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-RECORD-APPEND-001
-@mutant("SESS-RECORD-APPEND-001", description="Record indexes of a session start at 1 instead of 0")
+@mutant("SESS-RECORD-APPEND-001", select=("sessions.append_records",), description="Record indexes of a session start at 1 instead of 0")
 def record_indexes_start_at_one(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def reserve_record_indexes(self, session_id: str, turn_id: str, count: int) -> int | None:
@@ -333,7 +336,7 @@ def record_indexes_start_at_one(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, Tx)
 
 
-@mutant("SESS-RECORD-APPEND-001", description="Records are stored with a timestamp truncated to seconds while the answer shows microseconds")
+@mutant("SESS-RECORD-APPEND-001", select=("sessions.append_records",), description="Records are stored with a timestamp truncated to seconds while the answer shows microseconds")
 def record_timestamp_truncated_in_storage(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def insert_records(self, rows: list[dict[str, Any]]) -> None:
@@ -343,7 +346,7 @@ def record_timestamp_truncated_in_storage(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-RECORD-CLOSED-001
-@mutant("SESS-RECORD-CLOSED-001", description="Records can be appended to a finished turn")
+@mutant("SESS-RECORD-CLOSED-001", select=("sessions.closed_turn",), description="Records can be appended to a finished turn")
 def append_to_finished_turn_allowed(settings: Settings) -> ASGIApp:
     class Service(UncheckedAppend):
         def append_records(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -357,7 +360,7 @@ def append_to_finished_turn_allowed(settings: Settings) -> ASGIApp:
     return app_with_layers(settings, Service, LooseReserve)
 
 
-@mutant("SESS-RECORD-CLOSED-001", description="An append commits its records before checking that the turn is running")
+@mutant("SESS-RECORD-CLOSED-001", select=("sessions.closed_turn",), description="An append commits its records before checking that the turn is running")
 def closed_turn_checked_after_insert(settings: Settings) -> ASGIApp:
     class Service(UncheckedAppend):
         def append_records(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +377,7 @@ def closed_turn_checked_after_insert(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-RECORD-LIMITS-001
-@mutant("SESS-RECORD-LIMITS-001", description="The advertised max_record_bytes is not enforced")
+@mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="The advertised max_record_bytes is not enforced")
 def record_size_not_limited(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def append_records(self, *args: Any) -> dict[str, Any]:
@@ -383,7 +386,7 @@ def record_size_not_limited(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-RECORD-LIMITS-001", description="The advertised max_records_per_append is not enforced")
+@mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="The advertised max_records_per_append is not enforced")
 def batch_size_not_limited(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def append_records(self, *args: Any) -> dict[str, Any]:
@@ -392,7 +395,7 @@ def batch_size_not_limited(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-RECORD-LIMITS-001", description="An append above the record limits answers 422 invalid-request instead of 413")
+@mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="An append above the record limits answers 422 invalid-request instead of 413")
 def oversized_append_answers_422(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def append_records(self, *args: Any) -> dict[str, Any]:
@@ -405,7 +408,7 @@ def oversized_append_answers_422(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- SESS-RECORD-ATOMIC-001
-@mutant("SESS-RECORD-ATOMIC-001", description="Each record of a batch is checked and committed on its own, so a refused batch keeps its first records")
+@mutant("SESS-RECORD-ATOMIC-001", select=("sessions.atomic_append",), description="Each record of a batch is checked and committed on its own, so a refused batch keeps its first records")
 def append_commits_record_by_record(settings: Settings) -> ASGIApp:
     class Service(LineageService):
         def append_records(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -416,5 +419,22 @@ def append_commits_record_by_record(settings: Settings) -> ASGIApp:
             for item in inputs:
                 written += super().append_records(principal, session_id, turn_id, {"records": [item]})["records"]
             return {"records": written}
+
+    return app_with_service(settings, Service)
+
+
+@mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="A record or batch exactly at the advertised limit is refused.")
+def record_limits_inclusive(settings: Settings) -> ASGIApp:
+    """A record of exactly max_record_bytes and a batch of exactly max_records_per_append are refused."""
+
+    class Service(LineageService):
+        def append_records(self, *args: Any) -> dict[str, Any]:
+            limits = self.limits
+            stricter = relaxed_limits(
+                self,
+                max_record_bytes=limits.max_record_bytes - 1,
+                max_records_per_append=limits.max_records_per_append - 1,
+            )
+            return stricter.append_records(*args)
 
     return app_with_service(settings, Service)

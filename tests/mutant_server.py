@@ -1,0 +1,32 @@
+"""`python -m tests.mutant_server serve --mutant NAME ...`: a mutant as a standalone server process."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import uvicorn
+import yaml
+
+from reference_impl.settings import Settings
+from tests.mutants import MUTANTS, all_mutants
+from tests.mutants.production import PRODUCTION_MUTANTS
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--database-url", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens-file", required=True)
+    parser.add_argument("--mutant", required=True)
+    args = parser.parse_args()
+    all_mutants()
+    mutant = {**MUTANTS, **PRODUCTION_MUTANTS}[args.mutant]
+    tokens = {str(k): str(v) for k, v in yaml.safe_load(Path(args.tokens_file).read_text()).items()}
+    app = mutant.build(Settings(database_url=args.database_url, tokens=tokens))
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

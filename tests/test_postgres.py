@@ -1,0 +1,70 @@
+"""The production engine: PostgreSQL shared by several server processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.config import load
+from conformance.embedded import reference_server
+from conformance.results import Outcome, Verdict
+from conformance.runner import run
+from tests.mutants.production import PRODUCTION_MUTANTS
+from tests.servers import TOKENS, server_processes
+
+pytestmark = pytest.mark.postgres
+
+
+def suite(urls: list[str], **overrides: object):
+    config = load(
+        overrides={"target": urls[0], "replicas": urls[1:], "tokens": list(TOKENS), "seed": 5, **overrides},
+        environ={},
+    )
+    return run(config)
+
+
+def test_whole_suite_passes_on_two_processes_sharing_postgres(postgres_url: str, tmp_path) -> None:
+    with server_processes(postgres_url, tmp_path, count=2) as servers:
+        result = suite([server.url for server in servers])
+    problems = [f"{c.name}: {c.outcome.value}: {c.message}" for c in result.checks if c.outcome is not Outcome.PASS]
+    assert not problems, "\n".join(problems)
+    assert result.verdict is Verdict.CONFORMANT
+
+
+def _round_trips_by_depth(database_url: str) -> dict[str, dict[int, int]]:
+    import httpx
+
+    with reference_server(database_url) as server:
+        headers = {"Authorization": f"Bearer {server.tokens[0]}"}
+        with httpx.Client(base_url=server.url, headers=headers) as http:
+            maximum = http.get("/capabilities").json()["limits"]["max_lineage_depth"]
+            ids = [http.post("/sessions", json={}).json()["session_id"]]
+            for _ in range(maximum):
+                turn = http.post(f"/sessions/{ids[-1]}/turns", json={"role": "user"}).json()
+                http.post(f"/sessions/{ids[-1]}/turns/{turn['turn_id']}/records", json={"records": [{"type": "m", "content": {}}]})
+                http.post(f"/sessions/{ids[-1]}/turns/{turn['turn_id']}/finish", json={"status": "completed"})
+                ids.append(http.post(f"/sessions/{ids[-1]}/fork", json={"cut": {"mode": "latest"}}).json()["session"]["session_id"])
+            costs: dict[str, dict[int, int]] = {"transcript": {}, "lineage": {}, "session": {}}
+            for depth in (0, 1, 5, maximum):
+                costs["transcript"][depth] = int(http.get(f"/sessions/{ids[depth]}/transcript").headers["Storage-Round-Trips"])
+                costs["lineage"][depth] = int(http.get(f"/sessions/{ids[depth]}/lineage").headers["Storage-Round-Trips"])
+                costs["session"][depth] = int(http.get(f"/sessions/{ids[depth]}").headers["Storage-Round-Trips"])
+            return costs
+
+
+def test_round_trips_are_identical_on_both_engines(postgres_url: str, tmp_path) -> None:
+    sqlite = _round_trips_by_depth(f"sqlite:///{tmp_path / 'counts.db'}")
+    postgres = _round_trips_by_depth(postgres_url)
+    print(f"round trips by depth: sqlite {sqlite}, postgresql {postgres}")
+    assert sqlite == postgres
+    assert set(sqlite["transcript"].values()) == {2}  # one chain query, one records query
+    assert set(sqlite["lineage"].values()) == {1}
+
+
+@pytest.mark.parametrize("name", sorted(PRODUCTION_MUTANTS))
+def test_multi_process_mutants_are_caught(name: str, postgres_url: str, tmp_path) -> None:
+    mutant = PRODUCTION_MUTANTS[name]
+    with server_processes(postgres_url, tmp_path, count=2, module="tests.mutant_server", args=["--mutant", name]) as servers:
+        result = suite([server.url for server in servers], select=list(mutant.select))
+    failed = {v.id for v in result.requirements if v.outcome is Outcome.FAIL}
+    assert set(mutant.catches) <= failed, [f"{c.name}: {c.outcome.value} {c.message[:300]}" for c in result.checks]
+    assert result.exit_code == 1
