@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the reference server")
     serve.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "sqlite:///session-lineage.db"))
+    serve.add_argument("--records-database-url", help="keep records in this second database (two-store deployment)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--tokens-file", help="YAML mapping of bearer token to principal (default: development mode)")
@@ -129,7 +130,14 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         print("session-lineage: development mode: any bearer token names its own principal", file=sys.stderr)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
-    app = create_app(Settings(database_url=args.database_url, tokens=tokens, limits=limits))
+    app = create_app(
+        Settings(
+            database_url=args.database_url,
+            records_database_url=args.records_database_url,
+            tokens=tokens,
+            limits=limits,
+        )
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
 

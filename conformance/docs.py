@@ -44,7 +44,13 @@ def render_requirements() -> str:
                 "",
                 " ".join(req["text"].split()),
                 "",
-                "Checked by: " + (", ".join(f"`{name}`" for name in checks) if checks else "no check yet"),
+                (
+                    "Checked by: " + ", ".join(f"`{name}`" for name in checks)
+                    if checks
+                    else "Checked by: the deployment's own tests (not observable from outside)"
+                    if req.get("verification") == "deployment"
+                    else "Checked by: no check yet"
+                ),
                 "",
             ]
     return "\n".join(lines).rstrip() + "\n"

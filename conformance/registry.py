@@ -20,6 +20,7 @@ CHECK_MODULES = (
     "diagnostics",
     "authorization",
     "errors",
+    "vectors",
     "stateful",
     "fuzz",
 )

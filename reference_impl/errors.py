@@ -75,3 +75,7 @@ class StorageUnavailable(DomainError):
 
 class WriterConflict(DomainError):
     kind = "writer-conflict"
+
+
+class RecordsUnavailable(DomainError):
+    kind = "records-unavailable"

@@ -21,6 +21,8 @@ from reference_impl.errors import (
     InvalidRequest,
     NotFound,
     PayloadTooLarge,
+    RecordsUnavailable,
+    StorageUnavailable,
     SessionExists,
     TargetConflict,
     TurnExists,
@@ -33,7 +35,7 @@ from reference_impl.errors import (
 from reference_impl.settings import Limits
 from reference_impl.store import Store, Transaction
 from reference_impl.store.rows import ChainLink, LineageRow, Segment, SessionRow, TurnRow
-from reference_impl.store.store import IntegrityError
+from reference_impl.store.store import IntegrityError, StorageError
 
 SPEC_CAPABILITIES = ("fork", "effective-transcript", "lineage", "idempotency", "writer-lease")
 
@@ -235,7 +237,10 @@ class LineageService:
                 }
                 for offset, item in enumerate(inputs)
             ]
-            tx.insert_records(rows)
+            if not self.store.split:
+                tx.insert_records(rows)  # one store: reservation and records commit together
+        if self.store.split:
+            self._write_reserved_records(session_id, turn_id, first, rows)
         return {
             "records": [
                 {
@@ -250,6 +255,25 @@ class LineageService:
                 for row, item in zip(rows, inputs)
             ]
         }
+
+    def _write_reserved_records(
+        self, session_id: str, turn_id: str, first: int, rows: list[dict[str, Any]]
+    ) -> None:
+        """Two stores: the core has reserved the indexes; now the records store takes the rows.
+
+        If that write fails, the reservation is given back when no later append followed it, so
+        no gap is left; otherwise reads over the gap answer 503 `records-unavailable`.
+        """
+        try:
+            with self.store.write_records() as records_tx:
+                records_tx.insert_records(rows)
+        except StorageError as exc:
+            with self.store.write() as tx:
+                released = tx.release_record_indexes(session_id, turn_id, first, len(rows))
+            raise StorageUnavailable(
+                "the records store did not take the records; nothing was appended"
+                + ("" if released else " and a later append holds the indexes after them")
+            ) from exc
 
     def finish_turn(
         self,
@@ -507,6 +531,8 @@ class LineageService:
                     if order.index(s.session_id) >= rank
                 ]
             rows = tx.records(segments, size + 1)
+            own_count = chain[-1].session.record_count
+        self._require_complete(rows, segments, own_count, size + 1)
         return self._page("transcript", session_id, rows, size, cursor)
 
     def own_records(
@@ -514,14 +540,16 @@ class LineageService:
     ) -> Page:
         size = self._page_size(limit)
         with self.store.read() as tx:
-            self._visible_session(tx, principal, session_id)
+            session = self._visible_session(tx, principal, session_id)
             after = -1
             if cursor is not None:
                 position = cursors.decode(cursor, "records", session_id)
                 if position.session_id != session_id:
                     raise cursors.InvalidCursor("the cursor does not point into this session")
                 after = position.index
-            rows = tx.records([Segment(session_id, after, None)], size + 1)
+            segments = [Segment(session_id, after, None)]
+            rows = tx.records(segments, size + 1)
+        self._require_complete(rows, segments, session.record_count, size + 1)
         return self._page("records", session_id, rows, size, cursor)
 
     def _page_size(self, limit: int | None) -> int:
@@ -542,6 +570,27 @@ class LineageService:
                 cursors.Position(kind, session_id, last.session_id, last.record_index)
             )
         return Page(session_id, [views.record(row) for row in rows], has_more, next_cursor)
+
+    @staticmethod
+    def _require_complete(rows: Sequence[Any], segments: Sequence[Segment], own_count: int, wanted: int) -> None:
+        """A page holds every record the core store says lies within its bounds, or it is refused.
+
+        With records in a second store, lineage and counts can be visible before the records are
+        (replication lag, a write in flight); the answer is then 503, never a short transcript.
+        """
+        expected: list[tuple[str, int]] = []
+        for segment in segments:
+            upper = segment.upto if segment.upto is not None else own_count - 1
+            for index in range(segment.after + 1, upper + 1):
+                if len(expected) == wanted:
+                    break
+                expected.append((segment.session_id, index))
+        got = [(row.session_id, row.record_index) for row in rows]
+        if got != expected:
+            missing = next((key for key in expected if key not in set(got)), None)
+            raise RecordsUnavailable(
+                f"records within the transcript's bounds are not readable yet (first missing: {missing})"
+            )
 
     def lineage(self, principal: str, session_id: str) -> dict[str, Any]:
         with self.store.read() as tx:

@@ -28,6 +28,7 @@ class Settings:
     """
 
     database_url: str = "sqlite:///session-lineage.db"
+    records_database_url: str | None = None  # keep records in a second store
     limits: Limits = field(default_factory=Limits)
     tokens: dict[str, str] = field(default_factory=dict)
     query_count_diagnostics: bool = True

@@ -17,7 +17,12 @@ from jsonschema import Draft202012Validator
 
 import fixtures
 import spec
+from conformance import registry
+from conformance.config import load as load_config
+from conformance.embedded import reference_server
 from conformance.model import LineageModel
+from conformance.results import Outcome
+from conformance.runner import run
 
 FIXTURES_DIR = Path(fixtures.__file__).resolve().parent
 SCHEMA_PATH = FIXTURES_DIR / "lineage.schema.json"
@@ -188,33 +193,26 @@ def test_case_agrees_with_the_model(stem: str, case: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------- the conformance check
+@pytest.fixture(scope="module")
 def vector_checks() -> list[Any]:
-    import conformance.checks.vectors  # noqa: F401  registers the checks
-    from conformance.registry import _CHECKS
-
-    return [item for item in _CHECKS.values() if item.chapter == "vectors"]
+    """The vector checks, as the registry lists them."""
+    return [item for item in registry.all_checks() if item.chapter == "vectors"]
 
 
-def test_every_vector_file_has_one_check_citing_its_requirements() -> None:
-    checks = {item.name.split(".", 1)[1]: item for item in vector_checks()}
+def test_every_vector_file_has_one_check_citing_its_requirements(vector_checks: list[Any]) -> None:
+    checks = {item.name.split(".", 1)[1]: item for item in vector_checks}
     assert set(checks) == EXPECTED_FILES
     for stem in EXPECTED_FILES:
         union = {req for case in load(FIXTURES_DIR / "lineage" / f"{stem}.json") for req in case["requirements"]}
         assert set(checks[stem].requirements) == union, stem
 
 
-def test_vectors_pass_on_the_reference_server() -> None:
-    from conformance.config import load as load_config
-    from conformance.embedded import reference_server
-    from conformance.results import Outcome
-    from conformance.runner import run
-
-    checks = vector_checks()
+def test_vectors_pass_on_the_reference_server(vector_checks: list[Any]) -> None:
     with reference_server() as server:
         config = load_config(
             overrides={"target": server.url, "tokens": list(server.tokens), "select": ["vectors"], "seed": 11},
             environ={},
         )
-        result = run(config, checks=checks)
+        result = run(config, checks=vector_checks)
     problems = [f"{c.name}: {c.outcome.value}: {c.message}" for c in result.checks if c.outcome is not Outcome.PASS]
-    assert len(result.checks) == len(checks) and not problems, "\n".join(problems)
+    assert len(result.checks) == len(vector_checks) and not problems, "\n".join(problems)

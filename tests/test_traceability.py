@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import spec
 from conformance.docs import REQUIREMENTS_MD, render_requirements
 from conformance.registry import all_checks
 
 
+TESTS_DIR = Path(__file__).resolve().parent
+
+
 def test_every_must_requirement_is_checked() -> None:
     checked = {req for item in all_checks() for req in item.requirements}
-    unchecked = [r["id"] for r in spec.requirements() if r["level"] == "MUST" and r["id"] not in checked]
+    suite_level = [r for r in spec.requirements() if r.get("verification", "suite") == "suite"]
+    unchecked = [r["id"] for r in suite_level if r["level"] == "MUST" and r["id"] not in checked]
     assert not unchecked, f"MUST requirements without a check: {unchecked}"
+
+
+def test_deployment_requirements_are_tested_by_the_project() -> None:
+    """Rules only a deployment can check are named by the project tests that check them."""
+    sources = "".join(path.read_text() for path in TESTS_DIR.rglob("test_*.py"))
+    for req in spec.requirements():
+        if req.get("verification", "suite") == "deployment":
+            assert req["id"] in sources, f"{req['id']} is verified by deployment tests, but none names it"
+    assert {r.get("verification", "suite") for r in spec.requirements()} <= {"suite", "deployment"}
 
 
 def test_every_check_cites_existing_requirements() -> None:

@@ -120,7 +120,7 @@ def every_operation_matches_schema(ctx: CheckContext) -> None:
     turn = ctx.start_turn(cid, "assistant")
     ctx.append(cid, turn["turn_id"], 2)
     ctx.finish(cid, turn["turn_id"], "failed")
-    for path in (f"/sessions/{cid}", f"/sessions/{cid}/lineage", f"/capabilities"):
+    for path in (f"/sessions/{cid}", f"/sessions/{cid}/lineage", "/capabilities"):
         ctx.expect_status(ctx.alice.get(path), 200)
     for kind in ("transcript", "records"):
         ctx.walk(cid, kind, limit=1)

@@ -179,7 +179,10 @@ class Api:
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DomainError)
-    return problem(exc.kind, exc.detail)
+    response = problem(exc.kind, exc.detail)
+    if response.status_code == 503:
+        response.headers["Retry-After"] = "1"
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -237,5 +240,9 @@ def create_app(settings: Settings) -> Starlette:
     """Open (and migrate) the database named by the settings, then build the application."""
     engine = make_engine(settings.database_url)
     migrate(engine)
-    service = LineageService(Store(engine), settings.limits, settings.query_count_diagnostics)
+    records_engine = None
+    if settings.records_database_url:
+        records_engine = make_engine(settings.records_database_url)
+        migrate(records_engine, records_only=True)
+    service = LineageService(Store(engine, records_engine), settings.limits, settings.query_count_diagnostics)
     return build_app(service, settings)

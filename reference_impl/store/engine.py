@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine, make_url
 from reference_impl import diagnostics
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+RECORDS_MIGRATIONS_DIR = Path(__file__).resolve().parent / "records_migrations"
 
 
 def make_engine(database_url: str) -> Engine:
@@ -51,10 +52,10 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-def migrate(engine: Engine) -> None:
-    """Upgrade the database to the newest Alembic revision."""
+def migrate(engine: Engine, records_only: bool = False) -> None:
+    """Upgrade the database to the newest Alembic revision (of the records store, if asked)."""
     config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("script_location", str(RECORDS_MIGRATIONS_DIR if records_only else MIGRATIONS_DIR))
     with engine.begin() as connection:
         if engine.dialect.name == "postgresql":
             # Several server processes may start together: one migrates, the others wait.

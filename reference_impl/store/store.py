@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from sqlalchemy import and_, delete, insert, literal_column, select, text, union_all, update
 from sqlalchemy.engine import Connection, Engine, RowMapping
+from sqlalchemy.exc import DBAPIError as StorageError
 from sqlalchemy.exc import IntegrityError
 
 from reference_impl.store import tables as t
@@ -23,7 +24,7 @@ from reference_impl.store.rows import (
     TurnRow,
 )
 
-__all__ = ["Store", "Transaction", "IntegrityError"]
+__all__ = ["Store", "Transaction", "IntegrityError", "StorageError"]
 
 # One statement reads the whole chain, whatever its depth. Walking up from the session, each
 # lineage edge carries a pending cutoff (session, turn index, record index): ancestors below the
@@ -126,10 +127,23 @@ def _record_from(row: RowMapping) -> RecordRow:
 
 
 class Transaction:
-    """The statements available inside one read or write transaction."""
+    """The statements available inside one read or write transaction.
 
-    def __init__(self, conn: Connection) -> None:
+    Record statements go to `records_conn`: the same connection with one store, a connection to
+    the records store (opened on first use, in its own transaction) with two.
+    """
+
+    def __init__(self, conn: Connection, records_conn: Callable[[], Connection] | Connection | None = None) -> None:
         self.conn = conn
+        self._records_conn = records_conn
+
+    @property
+    def records_conn(self) -> Connection:
+        if self._records_conn is None:
+            return self.conn
+        if callable(self._records_conn) and not isinstance(self._records_conn, Connection):
+            self._records_conn = self._records_conn()
+        return self._records_conn
 
     # ---------------------------------------------------------------- reads
     def chain(self, session_id: str, max_hops: int) -> list[ChainLink]:
@@ -207,7 +221,7 @@ class Transaction:
                 combined.c.segment_ordinal, combined.c.record_index
             )
         query = query.limit(limit)
-        return [_record_from(row) for row in self.conn.execute(query).mappings()]
+        return [_record_from(row) for row in self.records_conn.execute(query).mappings()]
 
     def idempotency(self, principal: str, key: str) -> IdempotencyRow | None:
         query = select(t.idempotency_keys).where(
@@ -279,7 +293,20 @@ class Transaction:
         return int(row[0]) - count if row else None
 
     def insert_records(self, rows: list[dict[str, Any]]) -> None:
-        self.conn.execute(insert(t.records), rows)
+        self.records_conn.execute(insert(t.records), rows)
+
+    def release_record_indexes(self, session_id: str, turn_id: str, first: int, count: int) -> bool:
+        """Give back indexes reserved for records that were never written, if no one came after."""
+        result = self.conn.execute(
+            update(t.sessions)
+            .where(
+                t.sessions.c.session_id == session_id,
+                t.sessions.c.running_turn_id == turn_id,
+                t.sessions.c.record_count == first + count,
+            )
+            .values(record_count=first)
+        )
+        return result.rowcount == 1
 
     # ---------------------------------------------------------------- writer leases
     def lease(self, session_id: str) -> LeaseRow | None:
@@ -325,17 +352,47 @@ class Transaction:
 
 
 class Store:
-    """Opens transactions on one engine; the service layer decides what happens inside them."""
+    """Opens transactions; the service layer decides what happens inside them.
 
-    def __init__(self, engine: Engine) -> None:
+    With `records_engine`, records live in a second store: reads open it on first use, and
+    record writes go through `write_records()`, a transaction of their own.
+    """
+
+    def __init__(self, engine: Engine, records_engine: Engine | None = None) -> None:
         self.engine = engine
+        self.records_engine = records_engine
+
+    @property
+    def split(self) -> bool:
+        return self.records_engine is not None
 
     @contextmanager
     def read(self) -> Iterator[Transaction]:
-        with self.engine.connect() as conn, conn.begin():
-            yield Transaction(conn)
+        with ExitStack() as stack:
+            conn = stack.enter_context(self.engine.connect())
+            stack.enter_context(conn.begin())
+            yield Transaction(conn, self._records_opener(stack))
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
         with self.engine.connect().execution_options(write=True) as conn, conn.begin():
             yield Transaction(conn)
+
+    @contextmanager
+    def write_records(self) -> Iterator[Transaction]:
+        """A transaction on the records store (the core store when there is only one)."""
+        engine = self.records_engine or self.engine
+        with engine.connect().execution_options(write=True) as conn, conn.begin():
+            yield Transaction(conn, conn)
+
+    def _records_opener(self, stack: ExitStack) -> Callable[[], Connection] | None:
+        if self.records_engine is None:
+            return None
+        engine = self.records_engine
+
+        def open_records() -> Connection:
+            conn = stack.enter_context(engine.connect())
+            stack.enter_context(conn.begin())
+            return conn
+
+        return open_records

@@ -1,0 +1,56 @@
+"""`python -m benchmarks [--quick] [--database-url postgresql://...]`: one run, one report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.backend import Backend
+from benchmarks.config import FULL, QUICK
+from benchmarks.report import render, write
+from benchmarks.runner import run_all
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Compare the reference lineage design with peer approaches; report ratios.",
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a fast check")
+    parser.add_argument(
+        "--database-url",
+        help="also run on PostgreSQL: a server URL; a database is created there and dropped after",
+    )
+    parser.add_argument("--repeats", type=int, help="timed runs per operation (median reported)")
+    parser.add_argument("--output-dir", type=Path, default=RESULTS, help="where latest.md/json go")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run everything once, print the Markdown report and write it with the JSON next to it."""
+    args = parse(argv)
+    config = QUICK if args.quick else FULL
+    if args.repeats is not None:
+        config = dataclasses.replace(config, repeats=args.repeats)
+    backends = [Backend("sqlite")]
+    if args.database_url:
+        if not args.database_url.startswith("postgresql"):
+            print("--database-url must be a postgresql:// URL; SQLite always runs", file=sys.stderr)
+            return 2
+        backends.append(Backend("postgresql", args.database_url))
+    results = run_all(config, backends, progress=lambda message: print(message, file=sys.stderr))
+    results["command"] = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
+    markdown = render(results)
+    md_path, json_path = write(results, markdown, args.output_dir)
+    print(markdown)
+    print(f"written: {md_path} and {json_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

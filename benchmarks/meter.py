@@ -1,0 +1,89 @@
+"""Exact costs (statements, rows written, SQL text) and median wall times of one operation."""
+
+from __future__ import annotations
+
+import contextvars
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from reference_impl import diagnostics
+
+T = TypeVar("T")
+
+_WRITES = ("INSERT", "UPDATE", "DELETE")
+_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+
+
+@dataclass
+class Cost:
+    """What one operation sent to the database; deterministic, so tests may assert it."""
+
+    statements: int = 0
+    rows_written: int = 0
+    sql: list[str] = field(default_factory=list)
+
+    def count(self, fragment: str) -> int:
+        """Statements whose SQL contains `fragment` (case-insensitive), e.g. 'FROM turns'."""
+        needle = " ".join(fragment.lower().split())
+        return sum(needle in " ".join(statement.lower().split()) for statement in self.sql)
+
+
+_active: contextvars.ContextVar[Cost | None] = contextvars.ContextVar("bench_cost", default=None)
+
+
+def instrument(engine: Engine) -> None:
+    """Record rows written and SQL text; statements come from the reference's own counter."""
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        cost = _active.get()
+        if cost is None:
+            return
+        head = statement.lstrip()[:16].upper()
+        if head.startswith(_CONTROL):
+            return
+        cost.sql.append(statement)
+        if head.startswith(_WRITES) and cursor.rowcount and cursor.rowcount > 0:
+            cost.rows_written += cursor.rowcount
+
+
+@contextmanager
+def metered() -> Iterator[Cost]:
+    """Count what the block sends, with `diagnostics.start_counting()` as the statement count."""
+    cost = Cost()
+    counter = diagnostics.start_counting()
+    token = _active.set(cost)
+    try:
+        yield cost
+    finally:
+        _active.reset(token)
+        cost.statements = counter.statements
+
+
+def measure(operation: Callable[[], T]) -> tuple[T, Cost]:
+    """Run once, metered: the result and its exact cost."""
+    with metered() as cost:
+        result = operation()
+    return result, cost
+
+
+def median_seconds(operation: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of `repeats` unmetered runs; the median resists a noisy shared machine."""
+    samples = []
+    for _ in range(max(repeats, 1)):
+        started = time.perf_counter()
+        operation()
+        samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    """numerator / denominator, or None when the denominator is zero."""
+    return numerator / denominator if denominator else None

@@ -1,0 +1,293 @@
+"""The five comparisons. Each returns plain JSON: exact costs, median seconds and ratios."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import text
+
+from benchmarks import seed
+from benchmarks.backend import PRINCIPAL, Backend, Database
+from benchmarks.config import Config
+from benchmarks.meter import Cost, measure, median_seconds, ratio
+from benchmarks.peers import CopyOnForkPeer, HistoryScanFinder, OffsetPager, PerAncestorReader
+
+
+def _cost(cost: Cost, seconds: float) -> dict[str, Any]:
+    return {"statements": cost.statements, "rows_written": cost.rows_written, "seconds": seconds}
+
+
+def _ratios(peer: dict[str, Any], reference: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {key: ratio(peer[key], reference[key]) for key in keys}
+
+
+# ---------------------------------------------------------------- 1. fork cost vs source size
+@dataclass
+class Source:
+    """A root session seeded with `turns` completed turns, used as a fork source."""
+
+    session_id: str
+    turns: int
+    records: int
+    turn_ids: list[str]
+
+
+def prepare_sources(db: Database, config: Config) -> list[Source]:
+    """One source session per configured size, all in the same database."""
+    sources = []
+    for turns in config.fork_source_turns:
+        session_id = seed.new_session(db.service, f"source-{turns}")
+        seeded = seed.add_turns(
+            db.service, session_id, turns, config.records_per_turn, config.record_content_bytes
+        )
+        sources.append(Source(session_id, turns, turns * config.records_per_turn, seeded.turn_ids))
+    return sources
+
+
+def fork_cost(db: Database, sources: list[Source], config: Config) -> dict[str, Any]:
+    """Reference fork (nothing copied) vs copy-on-fork, at each source size."""
+    copier = CopyOnForkPeer(db.store)
+    latest = {"mode": "latest"}
+    rows = []
+    for source in sources:
+
+        def reference() -> str:
+            return seed.fork_latest(db.service, source.session_id)
+
+        def copy() -> str:
+            return copier.fork(PRINCIPAL, source.session_id, latest)
+
+        lineage_child, lineage_cost = measure(reference)
+        copy_child, copy_cost = measure(copy)
+        lineage = _cost(lineage_cost, median_seconds(reference, config.repeats))
+        copied = _cost(copy_cost, median_seconds(copy, config.repeats))
+        same = seed.transcript_contents(
+            db.service, lineage_child, config.limits.max_page_size
+        ) == seed.transcript_contents(db.service, copy_child, config.limits.max_page_size)
+        rows.append(
+            {
+                "source_turns": source.turns,
+                "source_records": source.records,
+                "lineage": lineage,
+                "copy": copied,
+                "copy_over_lineage": _ratios(copied, lineage, ("statements", "rows_written", "seconds")),
+                "same_transcript": same,
+            }
+        )
+    return {"cut": latest, "rows": rows}
+
+
+# ---------------------------------------------------------------- 5. fork point by turn id
+def fork_point(db: Database, sources: list[Source], config: Config) -> dict[str, Any]:
+    """Statements to find the fork point by turn id: one lookup vs walking the history back."""
+    finder = HistoryScanFinder(db.store)
+    rows = []
+    for source in sources:
+        target_index = source.turns // 2
+        target = source.turn_ids[target_index]
+        body = {"cut": {"mode": "through", "turn_id": target}}
+
+        def fork() -> Any:
+            return db.service.fork(PRINCIPAL, source.session_id, body, None)
+
+        def lookup() -> Any:
+            with db.store.read() as tx:
+                return tx.turn(target)
+
+        def scan() -> tuple[int, int]:
+            return finder.find(source.session_id, target)
+
+        _, fork_cost_ = measure(fork)
+        _, lookup_cost = measure(lookup)
+        (found, steps), scan_cost = measure(scan)
+        assert found == target_index
+        reference = {
+            "fork_statements": fork_cost_.statements,
+            "turn_lookups_in_fork": fork_cost_.count("FROM turns"),
+            "statements": lookup_cost.statements,
+            "seconds": median_seconds(lookup, config.repeats),
+        }
+        peer = {"statements": scan_cost.statements, "steps": steps, "seconds": median_seconds(scan, config.repeats)}
+        rows.append(
+            {
+                "source_turns": source.turns,
+                "target_turn_index": target_index,
+                "lineage": reference,
+                "history_scan": peer,
+                "scan_over_lineage": _ratios(peer, reference, ("statements", "seconds")),
+            }
+        )
+    return {"rows": rows}
+
+
+# ---------------------------------------------------------------- 2. transcript read vs depth
+def transcript_depth(db: Database, config: Config) -> dict[str, Any]:
+    """Reference read (chain CTE + one records query) vs one query per ancestor, by depth."""
+    depth = max(config.transcript_depths)
+    sessions = seed.chain(
+        db.service, depth, config.turns_per_chain_session, config.records_per_turn, config.record_content_bytes
+    )
+    reader = PerAncestorReader(db.store, config.limits.max_lineage_depth)
+    size = config.limits.max_page_size
+    rows = []
+    for level in config.transcript_depths:
+        session_id = sessions[level]
+
+        def reference() -> Any:
+            return db.service.transcript(PRINCIPAL, session_id, None, size)
+
+        def per_ancestor() -> Any:
+            return reader.read(PRINCIPAL, session_id)
+
+        page, reference_cost = measure(reference)
+        records, peer_cost = measure(per_ancestor)
+        if page.has_more:
+            raise ValueError(f"the depth-{level} transcript does not fit one page of {size}")
+        same = [r["record_id"] for r in page.records] == [r.record_id for r in records]
+        lineage = _cost(reference_cost, median_seconds(reference, config.repeats))
+        peer = _cost(peer_cost, median_seconds(per_ancestor, config.repeats))
+        rows.append(
+            {
+                "depth": level,
+                "records": len(records),
+                "lineage": lineage,
+                "per_ancestor": peer,
+                "per_ancestor_over_lineage": _ratios(peer, lineage, ("statements", "seconds")),
+                "same_records": same,
+            }
+        )
+    first = rows[0]
+    for row in rows:
+        row["growth_vs_first_depth"] = {
+            "lineage_seconds": ratio(row["lineage"]["seconds"], first["lineage"]["seconds"]),
+            "per_ancestor_seconds": ratio(row["per_ancestor"]["seconds"], first["per_ancestor"]["seconds"]),
+        }
+    return {"page_size": size, "rows": rows}
+
+
+# ---------------------------------------------------------------- 3. page cost vs position
+def page_position(db: Database, config: Config) -> dict[str, Any]:
+    """Cursor pages vs OFFSET/LIMIT pages at the first, middle and last page of a long transcript."""
+    sessions = config.page_chain_depth + 1
+    turns = config.page_transcript_records // sessions // config.page_records_per_turn
+    chain = seed.chain(
+        db.service, config.page_chain_depth, turns, config.page_records_per_turn, config.record_content_bytes
+    )
+    session_id = chain[-1]
+    cursors = _page_cursors(db, session_id, config.page_size)
+    total = turns * config.page_records_per_turn * sessions
+    pager = OffsetPager(db.store, config.limits.max_lineage_depth)
+    positions = {"first": 0, "middle": len(cursors) // 2, "last": len(cursors) - 1}
+    rows = []
+    for name, number in positions.items():
+        cursor = cursors[number]
+        offset = number * config.page_size
+
+        def by_cursor() -> Any:
+            return db.service.transcript(PRINCIPAL, session_id, cursor, config.page_size)
+
+        def by_offset() -> Any:
+            return pager.page(PRINCIPAL, session_id, offset, config.page_size)
+
+        page, cursor_cost = measure(by_cursor)
+        records, offset_cost = measure(by_offset)
+        same = [r["record_id"] for r in page.records] == [r.record_id for r in records]
+        lineage = _cost(cursor_cost, median_seconds(by_cursor, config.repeats))
+        peer = _cost(offset_cost, median_seconds(by_offset, config.repeats))
+        rows.append(
+            {
+                "position": name,
+                "page": number,
+                "offset": offset,
+                "cursor": lineage,
+                "offset_paging": peer,
+                "offset_over_cursor": _ratios(peer, lineage, ("statements", "seconds")),
+                "same_records": same,
+            }
+        )
+    first, last = rows[0], rows[-1]
+    return {
+        "records": total,
+        "chain_depth": config.page_chain_depth,
+        "page_size": config.page_size,
+        "pages": len(cursors),
+        "rows": rows,
+        "last_over_first": {
+            "cursor_seconds": ratio(last["cursor"]["seconds"], first["cursor"]["seconds"]),
+            "offset_seconds": ratio(last["offset_paging"]["seconds"], first["offset_paging"]["seconds"]),
+            "cursor_statements": ratio(last["cursor"]["statements"], first["cursor"]["statements"]),
+            "offset_statements": ratio(
+                last["offset_paging"]["statements"], first["offset_paging"]["statements"]
+            ),
+        },
+    }
+
+
+def _page_cursors(db: Database, session_id: str, size: int) -> list[str | None]:
+    """The cursor that opens each page of the transcript (None for the first)."""
+    cursors: list[str | None] = [None]
+    while True:
+        page = db.service.transcript(PRINCIPAL, session_id, cursors[-1], size)
+        if not page.has_more:
+            return cursors
+        cursors.append(page.next_cursor)
+
+
+# ---------------------------------------------------------------- 4. storage
+def storage(backend: Backend, config: Config) -> dict[str, Any]:
+    """Database bytes per byte of record content, branches by lineage vs branches by copy."""
+    lineage = _branches(backend, config, copy=False)
+    copied = _branches(backend, config, copy=True)
+    same = lineage.pop("transcripts") == copied.pop("transcripts")
+    return {
+        "parent_turns": config.storage_parent_turns,
+        "branches": config.storage_branches,
+        "record_content_bytes": config.record_content_bytes,
+        "lineage": lineage,
+        "copy": copied,
+        "copy_over_lineage": {
+            key: ratio(copied[key], lineage[key])
+            for key in ("bytes", "bytes_per_content_byte", "records_stored")
+        },
+        "same_transcripts": same,
+    }
+
+
+def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
+    """A parent and its branches, each forked through an evenly spaced turn and given one turn."""
+    with backend.database(config.limits) as db:
+        baseline = db.size_bytes()
+        parent = seed.new_session(db.service, "parent")
+        seeded = seed.add_turns(
+            db.service, parent, config.storage_parent_turns, config.records_per_turn, config.record_content_bytes
+        )
+        content = seeded.content_bytes
+        copier = CopyOnForkPeer(db.store)
+        branches = []
+        for number in range(1, config.storage_branches + 1):
+            index = max(number * config.storage_parent_turns // config.storage_branches - 1, 0)
+            cut = {"mode": "through", "turn_id": seeded.turn_ids[index]}
+            if copy:
+                child = copier.fork(PRINCIPAL, parent, cut)
+            else:
+                child = str(db.service.fork(PRINCIPAL, parent, {"cut": cut}, None).body["session"]["session_id"])
+            own = seed.add_turns(
+                db.service, child, 1, config.records_per_turn, config.record_content_bytes, 10_000 + number
+            )
+            content += own.content_bytes
+            branches.append(child)
+        size = db.size_bytes() - baseline
+        with db.engine.connect() as conn:
+            stored = conn.execute(text("SELECT COUNT(*) FROM records")).scalar_one()
+        transcripts = [
+            seed.transcript_contents(db.service, child, config.limits.max_page_size) for child in branches
+        ]
+    return {
+        "content_bytes": content,
+        "bytes": size,
+        "baseline_bytes": baseline,
+        "bytes_per_content_byte": ratio(size, content),
+        "records_stored": int(stored),
+        "transcripts": transcripts,
+    }
