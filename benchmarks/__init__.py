@@ -8,4 +8,4 @@ from __future__ import annotations
 from benchmarks.config import FULL, QUICK, TINY, Config
 from benchmarks.runner import run_all
 
-__all__ = ["Config", "FULL", "QUICK", "TINY", "run_all"]
+__all__ = ["FULL", "QUICK", "TINY", "Config", "run_all"]

@@ -44,7 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         backends.append(Backend("postgresql", args.database_url))
     results = run_all(config, backends, progress=lambda message: print(message, file=sys.stderr))
-    results["command"] = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
+    results["command"] = " ".join(
+        ["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])]
+    )
     markdown = render(results)
     md_path, json_path = write(results, markdown, args.output_dir)
     print(markdown)

@@ -9,14 +9,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import Engine, make_url
-
-from benchmarks import meter
 from reference_impl.service import LineageService
 from reference_impl.settings import Limits
 from reference_impl.store import Store
 from reference_impl.store.engine import make_engine, migrate
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import OperationalError
+
+from benchmarks import meter
 
 PRINCIPAL = "bench"
 
@@ -32,7 +33,7 @@ class Database:
     service: LineageService
 
     def size_bytes(self) -> int:
-        """Bytes the data occupies: SQLite pages after a checkpoint, or PostgreSQL relation sizes."""
+        """Bytes the data occupies: SQLite pages after a checkpoint, or PostgreSQL relations."""
         with self.engine.connect() as conn:
             if self.kind == "sqlite":
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -48,6 +49,30 @@ class Database:
                 )
             ).scalar_one()
             return int(size)
+
+    def table_bytes(self) -> dict[str, int]:
+        """Bytes per table, its indexes included, to show where the storage goes."""
+        with self.engine.connect() as conn:
+            if self.kind == "sqlite":
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+                try:
+                    rows = conn.exec_driver_sql(
+                        "SELECT s.tbl_name, SUM(d.pgsize) FROM dbstat d "
+                        "JOIN sqlite_schema s ON s.name = d.name GROUP BY s.tbl_name"
+                    ).all()
+                except OperationalError:
+                    return {}  # SQLite built without the dbstat table
+                finally:
+                    conn.rollback()
+            else:
+                rows = conn.execute(
+                    text(
+                        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
+                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                        "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+                    )
+                ).all()
+        return {str(name): int(size) for name, size in rows}
 
 
 @dataclass(frozen=True)
@@ -65,9 +90,11 @@ class Backend:
     def database(self, limits: Limits) -> Iterator[Database]:
         """A fresh, migrated database, removed afterwards."""
         if self.kind == "sqlite":
-            with tempfile.TemporaryDirectory(prefix="lineage-bench-") as folder:
-                with _open(self.kind, f"sqlite:///{Path(folder) / 'bench.db'}", limits) as db:
-                    yield db
+            with (
+                tempfile.TemporaryDirectory(prefix="lineage-bench-") as folder,
+                _open(self.kind, f"sqlite:///{Path(folder) / 'bench.db'}", limits) as db,
+            ):
+                yield db
             return
         assert self.server_url is not None
         with _postgres_database(self.server_url) as url, _open(self.kind, url, limits) as db:

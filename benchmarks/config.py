@@ -24,7 +24,7 @@ class Config:
     storage_branches: int = 10
     records_per_turn: int = 2
     record_content_bytes: int = 190
-    repeats: int = 7
+    repeats: int = 15
     limits: Limits = field(default_factory=Limits)
 
     def as_json(self) -> dict[str, Any]:
@@ -43,7 +43,7 @@ QUICK = Config(
     page_transcript_records=2_000,
     storage_parent_turns=30,
     storage_branches=3,
-    repeats=5,
+    repeats=7,
 )
 
 TINY = Config(

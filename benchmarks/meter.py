@@ -10,10 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from reference_impl import diagnostics
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-
-from reference_impl import diagnostics
 
 T = TypeVar("T")
 
@@ -28,6 +27,7 @@ class Cost:
     statements: int = 0
     rows_written: int = 0
     sql: list[str] = field(default_factory=list)
+    parameters: list[Any] = field(default_factory=list)
 
     def count(self, fragment: str) -> int:
         """Statements whose SQL contains `fragment` (case-insensitive), e.g. 'FROM turns'."""
@@ -42,7 +42,7 @@ def instrument(engine: Engine) -> None:
     """Record rows written and SQL text; statements come from the reference's own counter."""
 
     @event.listens_for(engine, "after_cursor_execute")
-    def _after(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+    def _after(conn: Any, cursor: Any, statement: str, parameters: Any, *args: Any) -> None:
         cost = _active.get()
         if cost is None:
             return
@@ -50,6 +50,7 @@ def instrument(engine: Engine) -> None:
         if head.startswith(_CONTROL):
             return
         cost.sql.append(statement)
+        cost.parameters.append(parameters)
         if head.startswith(_WRITES) and cursor.rowcount and cursor.rowcount > 0:
             cost.rows_written += cursor.rowcount
 
@@ -82,6 +83,41 @@ def median_seconds(operation: Callable[[], Any], repeats: int) -> float:
         operation()
         samples.append(time.perf_counter() - started)
     return statistics.median(samples)
+
+
+def paired_median_seconds(
+    first: Callable[[], Any], second: Callable[[], Any], repeats: int
+) -> tuple[float, float]:
+    """Median wall times of two operations run alternately: drift on a shared machine hits both."""
+    first_samples: list[float] = []
+    second_samples: list[float] = []
+    for _ in range(max(repeats, 1)):
+        for operation, samples in ((first, first_samples), (second, second_samples)):
+            started = time.perf_counter()
+            operation()
+            samples.append(time.perf_counter() - started)
+    return statistics.median(first_samples), statistics.median(second_samples)
+
+
+def replay_seconds(engine: Engine, cost: Cost, repeats: int) -> float:
+    """Median time of the same read statements sent straight through the DB-API.
+
+    Separates what the database spends from what Python spends building queries and rows.
+    """
+    with engine.connect() as conn:
+        dbapi = conn.connection.dbapi_connection
+        assert dbapi is not None
+
+        def replay() -> None:
+            cursor = dbapi.cursor()
+            try:
+                for statement, parameters in zip(cost.sql, cost.parameters):
+                    cursor.execute(statement, parameters)
+                    cursor.fetchall()
+            finally:
+                cursor.close()
+
+        return median_seconds(replay, repeats)
 
 
 def ratio(numerator: float, denominator: float) -> float | None:

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
-
-from sqlalchemy import text
 
 from reference_impl.errors import NotFound, UnknownTurn
 from reference_impl.service import new_id
 from reference_impl.store import Store
+from sqlalchemy import text
 
 _SESSION = text(
     "SELECT s.session_id, s.owner, s.name, s.description, l.parent_session_id, "
@@ -32,8 +31,37 @@ _NO_BOUND = 2**62
 _RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, record_type, content"
 
 
+_COPY_SESSION = text(
+    """
+INSERT INTO sessions (session_id, owner, name, description, created_at, depth, turn_count,
+                      record_count, running_turn_id)
+VALUES (:child, :owner, :name, :description, :created_at, 0, :turns, :records, NULL)
+"""
+)
+
+_COPY_TURNS = text(
+    """
+INSERT INTO turns (turn_id, session_id, turn_index, role, status, first_record_index,
+                   end_record_index, created_at, finished_at)
+SELECT CAST(:child AS VARCHAR) || ':' || turn_index, :child, turn_index, role, status,
+       first_record_index, end_record_index, created_at, finished_at
+FROM turns WHERE session_id = :source AND turn_index <= :last_turn
+"""
+)
+
+_COPY_RECORDS = text(
+    """
+INSERT INTO records (record_id, session_id, record_index, turn_id, turn_index, record_type,
+                     content, created_at)
+SELECT CAST(:child AS VARCHAR) || ':' || record_index, :child, record_index,
+       CAST(:child AS VARCHAR) || ':' || turn_index, turn_index, record_type, content, created_at
+FROM records WHERE session_id = :source AND record_index <= :last_record
+"""
+)
+
+
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -75,11 +103,7 @@ class CopyOnForkPeer:
                 raise NotFound(f"session {source_id!r} not found")
             last_turn, last_record = self._cutoff(conn, source_id, cut)
             conn.execute(
-                text(
-                    "INSERT INTO sessions (session_id, owner, name, description, created_at, depth, "
-                    "turn_count, record_count, running_turn_id) VALUES (:child, :owner, :name, "
-                    ":description, :created_at, 0, :turns, :records, NULL)"
-                ),
+                _COPY_SESSION,
                 {
                     "child": child_id,
                     "owner": principal,
@@ -90,26 +114,9 @@ class CopyOnForkPeer:
                     "records": last_record + 1,
                 },
             )
-            conn.execute(
-                text(
-                    "INSERT INTO turns (turn_id, session_id, turn_index, role, status, "
-                    "first_record_index, end_record_index, created_at, finished_at) "
-                    "SELECT CAST(:child AS VARCHAR) || ':' || turn_index, :child, turn_index, role, "
-                    "status, first_record_index, end_record_index, created_at, finished_at "
-                    "FROM turns WHERE session_id = :source AND turn_index <= :last_turn"
-                ),
-                {"child": child_id, "source": source_id, "last_turn": last_turn},
-            )
-            conn.execute(
-                text(
-                    "INSERT INTO records (record_id, session_id, record_index, turn_id, turn_index, "
-                    "record_type, content, created_at) "
-                    "SELECT CAST(:child AS VARCHAR) || ':' || record_index, :child, record_index, "
-                    "CAST(:child AS VARCHAR) || ':' || turn_index, turn_index, record_type, content, "
-                    "created_at FROM records WHERE session_id = :source AND record_index <= :last_record"
-                ),
-                {"child": child_id, "source": source_id, "last_record": last_record},
-            )
+            copy = {"child": child_id, "source": source_id}
+            conn.execute(_COPY_TURNS, {**copy, "last_turn": last_turn})
+            conn.execute(_COPY_RECORDS, {**copy, "last_record": last_record})
         return child_id
 
     @staticmethod
@@ -137,7 +144,7 @@ class CopyOnForkPeer:
 
 
 class PerAncestorReader:
-    """The effective transcript read one ancestor at a time: 2 statements per session in the chain."""
+    """The effective transcript read one ancestor at a time: 2 statements per chain session."""
 
     def __init__(self, store: Store, max_depth: int) -> None:
         self.store = store

@@ -9,11 +9,13 @@ from typing import Any
 LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 
 LANGGRAPH_ANCHOR = (
-    "Context, **a figure quoted from the product brief, not measured here**: LangGraph 1.2.22 with "
-    "its SQLite checkpointer (one thread, ~380 bytes of content per turn) held 50.3 MB after 200 "
-    "turns, about 660 times the content, growing quadratically; finding the checkpoint of turn 100 "
-    "through the state history cost 601 SQL statements."
+    "Context, **a figure quoted from the product brief, not measured here**: LangGraph 1.2.22 "
+    "with its SQLite checkpointer (one thread, ~380 bytes of content per turn) held 50.3 MB after "
+    "200 turns, about 660 times the content, growing quadratically; finding the checkpoint of "
+    "turn 100 through the state history cost 601 SQL statements."
 )
+
+Row = list[str]
 
 
 def seconds(value: float | None) -> str:
@@ -25,7 +27,7 @@ def seconds(value: float | None) -> str:
 
 
 def times(value: float | None) -> str:
-    """A ratio as `12.3×`."""
+    """A ratio as `12.3×`, with fewer decimals as it grows."""
     if value is None:
         return "n/a"
     if value >= 100:
@@ -33,40 +35,53 @@ def times(value: float | None) -> str:
     return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
 
 
-def number(value: float | int) -> str:
+def number(value: float) -> str:
+    """Thousands separators; two decimals for non-integers."""
     return f"{value:,}" if isinstance(value, int) else f"{value:,.2f}"
 
 
-def table(header: list[str], rows: list[list[str]]) -> list[str]:
+def pair(left: str, right: str) -> str:
+    """`reference / peer` in one cell, so each table row reads left to right."""
+    return f"{left} / {right}"
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "**no**"
+
+
+def table(header: Row, rows: list[Row]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
 def render(results: dict[str, Any]) -> str:
     """The whole report: machine, a ratio summary, the brief's targets, then each comparison."""
     machine = results["machine"]
     config = results["config"]
+    postgres = f", PostgreSQL {machine['postgresql']}" if "postgresql" in machine else ""
     lines = [
         "# Session lineage benchmarks",
         "",
-        f"Configuration `{config['name']}`, {machine['date']}. Python {machine['python']}, SQLite "
-        f"{machine['sqlite']}, SQLAlchemy {machine['sqlalchemy']}, {machine['cpu_count']} CPUs, "
-        f"{machine['platform']}"
-        + (f", PostgreSQL {machine['postgresql']}" if "postgresql" in machine else "")
-        + ".",
+        (
+            f"Configuration `{config['name']}`, {machine['date']}. Python {machine['python']}, "
+            f"SQLite {machine['sqlite']}, SQLAlchemy {machine['sqlalchemy']}{postgres}, "
+            f"{machine['cpu_count']} CPUs, {machine['platform']}."
+        ),
         "",
-        f"Statements and rows written are exact counts. Times are medians of {config['repeats']} runs "
-        "on a shared, noisy machine: read the **ratios**, which compare approaches measured "
-        "side by side in this one run; the absolute times are context only.",
+        (
+            "Statements and rows written are exact counts. Times are medians of "
+            f"{config['repeats']} runs, the reference and its peer alternating, on a shared, noisy "
+            "machine: read the **ratios**, which compare approaches measured side by side in this "
+            "one run; the absolute times are context only."
+        ),
     ]
     for kind, data in results["backends"].items():
         lines += ["", f"## {LABELS.get(kind, kind)}", ""]
         lines += summary(data)
-        lines += ["", "### Targets from the brief", ""]
-        lines += targets(data)
+        lines += ["", "### Targets from the brief", ""] + targets(data)
         lines += ["", "### 1. Fork cost vs source size", ""] + fork_cost(data["fork_cost"])
-        lines += ["", "### 2. Transcript read vs depth", ""] + transcript_depth(data["transcript_depth"])
+        lines += ["", "### 2. Transcript read vs depth", ""]
+        lines += transcript_depth(data["transcript_depth"])
         lines += ["", "### 3. Page cost vs position", ""] + page_position(data["page_position"])
         lines += ["", "### 4. Storage", ""] + storage(data["storage"])
         lines += ["", "### 5. Finding a fork point by turn id", ""] + fork_point(data["fork_point"])
@@ -77,115 +92,139 @@ def render(results: dict[str, Any]) -> str:
 def summary(data: dict[str, Any]) -> list[str]:
     """One line per comparison at its largest size: reference, peer, and peer / reference."""
     fork = data["fork_cost"]["rows"][-1]
+    fork_ratio = fork["copy_over_lineage"]
     depth = data["transcript_depth"]["rows"][-1]
+    depth_ratio = depth["per_ancestor_over_lineage"]
     pages = data["page_position"]
+    last_page = pages["rows"][-1]
+    growth = pages["last_over_first"]
     store = data["storage"]
     point = data["fork_point"]["rows"][-1]
+    fork_label = f"Fork a {fork['source_turns']:,}-turn session (lineage vs copy-on-fork)"
+    depth_label = f"Transcript at depth {depth['depth']} (chain CTE vs query per ancestor)"
+    page_label = f"{pages['records']:,}-record transcript (cursor vs OFFSET/LIMIT)"
     rows = [
         [
-            f"Fork a {fork['source_turns']:,}-turn session: rows written",
-            "lineage fork",
+            f"{fork_label}: rows written",
             number(fork["lineage"]["rows_written"]),
-            "copy-on-fork",
             number(fork["copy"]["rows_written"]),
-            times(fork["copy_over_lineage"]["rows_written"]),
+            times(fork_ratio["rows_written"]),
         ],
         [
-            f"Fork a {fork['source_turns']:,}-turn session: time",
-            "lineage fork",
+            f"{fork_label}: time",
             seconds(fork["lineage"]["seconds"]),
-            "copy-on-fork",
             seconds(fork["copy"]["seconds"]),
-            times(fork["copy_over_lineage"]["seconds"]),
+            times(fork_ratio["seconds"]),
         ],
         [
-            f"Transcript at depth {depth['depth']}: statements",
-            "chain CTE + records",
+            f"{depth_label}: statements",
             number(depth["lineage"]["statements"]),
-            "query per ancestor",
             number(depth["per_ancestor"]["statements"]),
-            times(depth["per_ancestor_over_lineage"]["statements"]),
+            times(depth_ratio["statements"]),
         ],
         [
-            f"Transcript at depth {depth['depth']}: time",
-            "chain CTE + records",
+            f"{depth_label}: time",
             seconds(depth["lineage"]["seconds"]),
-            "query per ancestor",
             seconds(depth["per_ancestor"]["seconds"]),
-            times(depth["per_ancestor_over_lineage"]["seconds"]),
+            times(depth_ratio["seconds"]),
         ],
         [
-            f"Last page of {pages['records']:,} records: time",
-            "cursor",
-            seconds(pages["rows"][-1]["cursor"]["seconds"]),
-            "OFFSET/LIMIT",
-            seconds(pages["rows"][-1]["offset_paging"]["seconds"]),
-            times(pages["rows"][-1]["offset_over_cursor"]["seconds"]),
+            f"{depth_label}: SQL-only time",
+            seconds(depth["lineage"]["sql_seconds"]),
+            seconds(depth["per_ancestor"]["sql_seconds"]),
+            times(depth_ratio["sql_seconds"]),
         ],
         [
-            "Last page / first page: time",
-            "cursor",
-            times(pages["last_over_first"]["cursor_seconds"]),
-            "OFFSET/LIMIT",
-            times(pages["last_over_first"]["offset_seconds"]),
+            f"{page_label}: last page time",
+            seconds(last_page["cursor"]["seconds"]),
+            seconds(last_page["offset_paging"]["seconds"]),
+            times(last_page["offset_over_cursor"]["seconds"]),
+        ],
+        [
+            f"{page_label}: last page / first page time",
+            times(growth["cursor_seconds"]),
+            times(growth["offset_seconds"]),
             "",
         ],
         [
-            f"Storage, {store['branches']} branches of a {store['parent_turns']}-turn parent: "
-            "bytes per content byte",
-            "lineage",
+            f"{page_label}: last page / first page SQL-only time",
+            times(growth["cursor_sql_seconds"]),
+            times(growth["offset_sql_seconds"]),
+            "",
+        ],
+        [
+            (
+                f"{store['branches']} branches of a {store['parent_turns']}-turn parent "
+                "(lineage vs copy-on-fork): bytes per content byte"
+            ),
             number(store["lineage"]["bytes_per_content_byte"]),
-            "copy-on-fork",
             number(store["copy"]["bytes_per_content_byte"]),
             times(store["copy_over_lineage"]["bytes_per_content_byte"]),
         ],
         [
-            f"Find turn {point['target_turn_index']} of {point['source_turns']:,}: statements",
-            "turn id lookup",
+            (
+                f"Find turn {point['target_turn_index']} of {point['source_turns']:,} "
+                "(turn id lookup vs history scan): statements"
+            ),
             number(point["lineage"]["statements"]),
-            "history scan",
             number(point["history_scan"]["statements"]),
             times(point["scan_over_lineage"]["statements"]),
         ],
+        [
+            (
+                f"Find turn {point['target_turn_index']} of {point['source_turns']:,} "
+                "(turn id lookup vs history scan): time"
+            ),
+            seconds(point["lineage"]["seconds"]),
+            seconds(point["history_scan"]["seconds"]),
+            times(point["scan_over_lineage"]["seconds"]),
+        ],
     ]
-    return table(["comparison", "reference", "value", "peer", "value", "peer / reference"], rows)
+    return table(["comparison", "reference", "peer", "peer / reference"], rows)
 
 
 def targets(data: dict[str, Any]) -> list[str]:
     """The brief's "Numbers to reach", each with the measured evidence."""
     forks = data["fork_cost"]["rows"]
     depths = data["transcript_depth"]["rows"]
-    pages = data["page_position"]["rows"]
+    pages = data["page_position"]
     store = data["storage"]
     points = data["fork_point"]["rows"]
     fork_statements = sorted({row["lineage"]["statements"] for row in forks})
     fork_rows = sorted({row["lineage"]["rows_written"] for row in forks})
-    depth_statements = [row["lineage"]["statements"] for row in depths]
+    shallow, deep = depths[0], depths[-1]
+    first, last = pages["rows"][0]["cursor"], pages["rows"][-1]["cursor"]
     lookups = sorted({row["lineage"]["turn_lookups_in_fork"] for row in points})
-    checks = [
+    sizes = ", ".join(f"{row['source_turns']:,}" for row in forks)
+    checks: list[tuple[str, bool | None, str]] = [
         (
             "Transcript read at the maximum depth costs the same round trips as at depth 0",
-            depth_statements[-1] == depth_statements[0],
-            f"{depth_statements[0]} statements at depth {depths[0]['depth']}, "
-            f"{depth_statements[-1]} at depth {depths[-1]['depth']}",
+            deep["lineage"]["statements"] == shallow["lineage"]["statements"],
+            (
+                f"{shallow['lineage']['statements']} statements at depth {shallow['depth']}, "
+                f"{deep['lineage']['statements']} at depth {deep['depth']}"
+            ),
         ),
         (
             "Fork cost and rows written do not grow with the parent's size",
             len(fork_statements) == 1 and len(fork_rows) == 1,
-            f"statements {fork_statements}, rows written {fork_rows} at "
-            f"{', '.join(str(row['source_turns']) for row in forks)} turns",
+            f"statements {fork_statements}, rows written {fork_rows} at {sizes} turns",
         ),
         (
             "A page costs the same at the end of a long history as at the start",
-            pages[0]["cursor"]["statements"] == pages[-1]["cursor"]["statements"],
-            f"{pages[0]['cursor']['statements']} statements first and last; time last / first "
-            f"{times(data['page_position']['last_over_first']['cursor_seconds'])}",
+            first["statements"] == last["statements"],
+            (
+                f"{first['statements']} statements first and last; time last / first "
+                f"{times(pages['last_over_first']['cursor_seconds'])}"
+            ),
         ),
         (
             "Store about the content's size",
             None,
-            f"{number(store['lineage']['bytes_per_content_byte'])} bytes per content byte "
-            f"(copy-on-fork: {number(store['copy']['bytes_per_content_byte'])})",
+            (
+                f"{number(store['lineage']['bytes_per_content_byte'])} bytes per content byte "
+                f"(copy-on-fork: {number(store['copy']['bytes_per_content_byte'])})"
+            ),
         ),
         (
             "Find a fork point by turn id in one statement",
@@ -199,106 +238,132 @@ def targets(data: dict[str, Any]) -> list[str]:
         ),
     ]
     verdict = {True: "met", False: "**not met**", None: "see value"}
-    return table(["target", "result", "measured"], [[name, verdict[ok], text] for name, ok, text in checks])
+    rows = [[name, verdict[ok], evidence] for name, ok, evidence in checks]
+    return table(["target", "result", "measured"], rows)
 
 
 def fork_cost(section: dict[str, Any]) -> list[str]:
-    rows = [
-        [
-            number(row["source_turns"]),
-            number(row["source_records"]),
-            f"{row['lineage']['statements']} / {row['copy']['statements']}",
-            f"{number(row['lineage']['rows_written'])} / {number(row['copy']['rows_written'])}",
-            f"{seconds(row['lineage']['seconds'])} / {seconds(row['copy']['seconds'])}",
-            times(row["copy_over_lineage"]["statements"]),
-            times(row["copy_over_lineage"]["rows_written"]),
-            times(row["copy_over_lineage"]["seconds"]),
-            "yes" if row["same_transcript"] else "**no**",
-        ]
-        for row in section["rows"]
-    ]
+    rows = []
+    for row in section["rows"]:
+        lineage, copy, ratios = row["lineage"], row["copy"], row["copy_over_lineage"]
+        rows.append(
+            [
+                number(row["source_turns"]),
+                number(row["source_records"]),
+                pair(str(lineage["statements"]), str(copy["statements"])),
+                pair(number(lineage["rows_written"]), number(copy["rows_written"])),
+                pair(seconds(lineage["seconds"]), seconds(copy["seconds"])),
+                times(ratios["statements"]),
+                times(ratios["rows_written"]),
+                times(ratios["seconds"]),
+                yes(row["same_transcript"]),
+            ]
+        )
     header = [
         "source turns",
         "records",
         "statements lineage / copy",
         "rows written lineage / copy",
         "time lineage / copy",
-        "copy/lineage statements",
-        "copy/lineage rows",
-        "copy/lineage time",
+        "copy / lineage statements",
+        "copy / lineage rows",
+        "copy / lineage time",
         "same transcript",
     ]
-    return [
+    intro = (
         "Cut `latest`, no idempotency key. Copy-on-fork copies with `INSERT ... SELECT`, so its "
-        "statement count stays flat too: what grows is rows written and time.",
-        "",
-    ] + table(header, rows)
+        "statement count stays flat too: what grows is rows written and time."
+    )
+    return [intro, ""] + table(header, rows)
 
 
 def transcript_depth(section: dict[str, Any]) -> list[str]:
-    rows = [
-        [
-            str(row["depth"]),
-            str(row["records"]),
-            f"{row['lineage']['statements']} / {row['per_ancestor']['statements']}",
-            f"{seconds(row['lineage']['seconds'])} / {seconds(row['per_ancestor']['seconds'])}",
-            times(row["per_ancestor_over_lineage"]["statements"]),
-            times(row["per_ancestor_over_lineage"]["seconds"]),
-            times(row["growth_vs_first_depth"]["lineage_seconds"]),
-            times(row["growth_vs_first_depth"]["per_ancestor_seconds"]),
-            "yes" if row["same_records"] else "**no**",
-        ]
-        for row in section["rows"]
-    ]
+    rows = []
+    for row in section["rows"]:
+        lineage, peer = row["lineage"], row["per_ancestor"]
+        ratios, growth = row["per_ancestor_over_lineage"], row["growth_vs_first_depth"]
+        rows.append(
+            [
+                str(row["depth"]),
+                str(row["records"]),
+                pair(str(lineage["statements"]), str(peer["statements"])),
+                times(ratios["statements"]),
+                pair(seconds(lineage["seconds"]), seconds(peer["seconds"])),
+                times(ratios["seconds"]),
+                pair(seconds(lineage["sql_seconds"]), seconds(peer["sql_seconds"])),
+                times(ratios["sql_seconds"]),
+                pair(times(growth["lineage_seconds"]), times(growth["per_ancestor_seconds"])),
+                seconds(row["break_even_round_trip_seconds"]),
+                yes(row["same_records"]),
+            ]
+        )
     header = [
         "depth",
         "records",
         "statements lineage / per-ancestor",
+        "per-ancestor / lineage statements",
         "time lineage / per-ancestor",
-        "per-ancestor/lineage statements",
-        "per-ancestor/lineage time",
-        "lineage time vs depth 0",
-        "per-ancestor time vs depth 0",
+        "per-ancestor / lineage time",
+        "SQL-only time lineage / per-ancestor",
+        "per-ancestor / lineage SQL-only",
+        "time vs depth 0 lineage / per-ancestor",
+        "break-even round trip",
         "same records",
     ]
-    return [
-        f"Whole transcript in one page of {section['page_size']}. The records read grow with depth "
-        "for both approaches; only the per-ancestor reader's round trips do.",
-        "",
-    ] + table(header, rows)
+    intro = (
+        f"Whole transcript in one page of {section['page_size']}. The records read grow with "
+        "depth for both approaches; only the per-ancestor reader's round trips do. *SQL-only* "
+        "replays the very statements each approach sent straight through the DB-API, without "
+        "building queries or rows in Python. *Break-even round trip*: the latency added to every "
+        "statement (a network hop) above which the reference read becomes the faster one, from "
+        "this run's times and statement counts; n/a where it already is."
+    )
+    return [intro, ""] + table(header, rows)
 
 
 def page_position(section: dict[str, Any]) -> list[str]:
-    rows = [
-        [
-            row["position"],
-            number(row["offset"]),
-            f"{row['cursor']['statements']} / {row['offset_paging']['statements']}",
-            f"{seconds(row['cursor']['seconds'])} / {seconds(row['offset_paging']['seconds'])}",
-            times(row["offset_over_cursor"]["seconds"]),
-            "yes" if row["same_records"] else "**no**",
-        ]
-        for row in section["rows"]
+    rows = []
+    for row in section["rows"]:
+        cursor, offset = row["cursor"], row["offset_paging"]
+        rows.append(
+            [
+                row["position"],
+                number(row["offset"]),
+                pair(str(cursor["statements"]), str(offset["statements"])),
+                pair(seconds(cursor["seconds"]), seconds(offset["seconds"])),
+                times(row["offset_over_cursor"]["seconds"]),
+                pair(seconds(cursor["sql_seconds"]), seconds(offset["sql_seconds"])),
+                times(row["offset_over_cursor"]["sql_seconds"]),
+                yes(row["same_records"]),
+            ]
+        )
+    header = [
+        "page",
+        "offset",
+        "statements cursor / offset",
+        "time cursor / offset",
+        "offset / cursor time",
+        "SQL-only time cursor / offset",
+        "offset / cursor SQL-only",
+        "same records",
     ]
-    header = ["page", "offset", "statements cursor / offset", "time cursor / offset", "offset/cursor time", "same records"]
     last = section["last_over_first"]
-    return (
-        [
-            f"{section['records']:,} records across a chain of depth {section['chain_depth']}, "
-            f"pages of {section['page_size']} ({section['pages']} pages).",
-            "",
-        ]
-        + table(header, rows)
-        + [
-            "",
-            f"Last page / first page: cursor {times(last['cursor_seconds'])} time, "
-            f"{times(last['cursor_statements'])} statements; OFFSET/LIMIT {times(last['offset_seconds'])} "
-            f"time, {times(last['offset_statements'])} statements.",
-        ]
+    intro = (
+        f"{section['records']:,} records across a chain of depth {section['chain_depth']}, "
+        f"pages of {section['page_size']} ({section['pages']} pages)."
     )
+    growth = (
+        f"Last page / first page: cursor {times(last['cursor_seconds'])} time "
+        f"({times(last['cursor_sql_seconds'])} SQL-only), "
+        f"{times(last['cursor_statements'])} statements; OFFSET/LIMIT "
+        f"{times(last['offset_seconds'])} time ({times(last['offset_sql_seconds'])} SQL-only), "
+        f"{times(last['offset_statements'])} statements."
+    )
+    return [intro, ""] + table(header, rows) + ["", growth]
 
 
 def storage(section: dict[str, Any]) -> list[str]:
+    parts = (("lineage", section["lineage"]), ("copy-on-fork", section["copy"]))
     rows = [
         [
             label,
@@ -307,43 +372,53 @@ def storage(section: dict[str, Any]) -> list[str]:
             number(part["bytes"]),
             number(part["bytes_per_content_byte"]),
         ]
-        for label, part in (("lineage", section["lineage"]), ("copy-on-fork", section["copy"]))
+        for label, part in parts
     ]
+    header = ["approach", "content bytes", "records stored", "database bytes", "per content byte"]
     ratios = section["copy_over_lineage"]
-    return (
-        [
-            f"{section['branches']} branches of a {section['parent_turns']}-turn parent, each forked "
-            "through an evenly spaced turn and given one turn of its own; records of "
-            f"~{section['record_content_bytes']} bytes. Bytes are the database's size above the "
-            "empty migrated schema (SQLite: used pages after a WAL checkpoint; PostgreSQL: relation "
-            "sizes).",
-            "",
-        ]
-        + table(["approach", "content bytes", "records stored", "database bytes", "bytes per content byte"], rows)
-        + [
-            "",
-            f"Copy / lineage: {times(ratios['bytes'])} bytes, {times(ratios['records_stored'])} records "
-            f"stored. Same transcripts: {'yes' if section['same_transcripts'] else '**no**'}.",
-            "",
-            LANGGRAPH_ANCHOR,
-        ]
+    intro = (
+        f"{section['branches']} branches of a {section['parent_turns']}-turn parent, each forked "
+        "through an evenly spaced turn and given one turn of its own; records of "
+        f"~{section['record_content_bytes']} bytes. Database bytes are the growth above the empty "
+        "migrated schema (SQLite: pages in use after a WAL checkpoint; PostgreSQL: relation sizes)."
     )
+    outcome = (
+        f"Copy / lineage: {times(ratios['bytes'])} bytes, {times(ratios['records_stored'])} "
+        f"records stored. Same transcripts: {yes(section['same_transcripts'])}."
+    )
+    lines = [intro, ""] + table(header, rows) + ["", outcome]
+    breakdown = [
+        f"- {label}: " + ", ".join(f"{name} {number(size)}" for name, size in _largest(part))
+        for label, part in parts
+        if part.get("bytes_by_table")
+    ]
+    if breakdown:
+        lines += ["", "Bytes by table, indexes included, above the empty schema:", ""] + breakdown
+    return lines + ["", LANGGRAPH_ANCHOR]
+
+
+def _largest(part: dict[str, Any]) -> list[tuple[str, int]]:
+    """Tables that grew, largest first."""
+    grown = [(name, size) for name, size in part["bytes_by_table"].items() if size > 0]
+    return sorted(grown, key=lambda item: -item[1])
 
 
 def fork_point(section: dict[str, Any]) -> list[str]:
-    rows = [
-        [
-            number(row["source_turns"]),
-            str(row["target_turn_index"]),
-            str(row["lineage"]["fork_statements"]),
-            str(row["lineage"]["turn_lookups_in_fork"]),
-            f"{row['lineage']['statements']} / {number(row['history_scan']['statements'])}",
-            f"{seconds(row['lineage']['seconds'])} / {seconds(row['history_scan']['seconds'])}",
-            times(row["scan_over_lineage"]["statements"]),
-            times(row["scan_over_lineage"]["seconds"]),
-        ]
-        for row in section["rows"]
-    ]
+    rows = []
+    for row in section["rows"]:
+        lineage, scan = row["lineage"], row["history_scan"]
+        rows.append(
+            [
+                number(row["source_turns"]),
+                str(row["target_turn_index"]),
+                str(lineage["fork_statements"]),
+                str(lineage["turn_lookups_in_fork"]),
+                pair(str(lineage["statements"]), number(scan["statements"])),
+                pair(seconds(lineage["seconds"]), seconds(scan["seconds"])),
+                times(row["scan_over_lineage"]["statements"]),
+                times(row["scan_over_lineage"]["seconds"]),
+            ]
+        )
     header = [
         "source turns",
         "target turn",
@@ -351,14 +426,15 @@ def fork_point(section: dict[str, Any]) -> list[str]:
         "turn lookups in fork",
         "lookup statements id / scan",
         "lookup time id / scan",
-        "scan/id statements",
-        "scan/id time",
+        "scan / id statements",
+        "scan / id time",
     ]
-    return [
-        "The reference forks `through` a turn id with one indexed turn lookup; the peer walks the "
-        "history back from the newest turn, one query per step (as a state-history iterator does).",
-        "",
-    ] + table(header, rows)
+    intro = (
+        "The reference forks `through` a turn id with one indexed turn lookup; the peer walks "
+        "the history back from the newest turn, one query per step, as a state-history "
+        "iterator does."
+    )
+    return [intro, ""] + table(header, rows)
 
 
 def write(results: dict[str, Any], markdown: str, folder: Path) -> tuple[Path, Path]:
@@ -367,5 +443,5 @@ def write(results: dict[str, Any], markdown: str, folder: Path) -> tuple[Path, P
     md_path = folder / "latest.md"
     json_path = folder / "latest.json"
     md_path.write_text(markdown, encoding="utf-8")
-    json_path.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    json_path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return md_path, json_path

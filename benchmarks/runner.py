@@ -7,7 +7,7 @@ import platform
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy
@@ -26,7 +26,7 @@ def _quiet(_message: str) -> None:
 def machine(backends: Sequence[Backend]) -> dict[str, Any]:
     """What the numbers were measured on; ratios only compare within this one run."""
     info: dict[str, Any] = {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "python": platform.python_version(),
         "implementation": platform.python_implementation(),
         "sqlite": sqlite3.sqlite_version,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import text
@@ -10,15 +11,27 @@ from sqlalchemy import text
 from benchmarks import seed
 from benchmarks.backend import PRINCIPAL, Backend, Database
 from benchmarks.config import Config
-from benchmarks.meter import Cost, measure, median_seconds, ratio
-from benchmarks.peers import CopyOnForkPeer, HistoryScanFinder, OffsetPager, PerAncestorReader
+from benchmarks.meter import Cost, measure, paired_median_seconds, ratio, replay_seconds
+from benchmarks.peers import (
+    CopyOnForkPeer,
+    HistoryScanFinder,
+    OffsetPager,
+    PerAncestorReader,
+)
 
 
 def _cost(cost: Cost, seconds: float) -> dict[str, Any]:
     return {"statements": cost.statements, "rows_written": cost.rows_written, "seconds": seconds}
 
 
-def _ratios(peer: dict[str, Any], reference: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+def _read_cost(db: Database, cost: Cost, seconds: float, repeats: int) -> dict[str, Any]:
+    """A read's cost plus the time its statements take alone, without Python query building."""
+    return {**_cost(cost, seconds), "sql_seconds": replay_seconds(db.engine, cost, repeats)}
+
+
+def _ratios(
+    peer: dict[str, Any], reference: dict[str, Any], keys: tuple[str, ...]
+) -> dict[str, Any]:
     return {key: ratio(peer[key], reference[key]) for key in keys}
 
 
@@ -51,17 +64,13 @@ def fork_cost(db: Database, sources: list[Source], config: Config) -> dict[str, 
     latest = {"mode": "latest"}
     rows = []
     for source in sources:
-
-        def reference() -> str:
-            return seed.fork_latest(db.service, source.session_id)
-
-        def copy() -> str:
-            return copier.fork(PRINCIPAL, source.session_id, latest)
-
+        reference = partial(seed.fork_latest, db.service, source.session_id)
+        copy = partial(copier.fork, PRINCIPAL, source.session_id, latest)
         lineage_child, lineage_cost = measure(reference)
         copy_child, copy_cost = measure(copy)
-        lineage = _cost(lineage_cost, median_seconds(reference, config.repeats))
-        copied = _cost(copy_cost, median_seconds(copy, config.repeats))
+        lineage_seconds, copy_seconds = paired_median_seconds(reference, copy, config.repeats)
+        lineage = _cost(lineage_cost, lineage_seconds)
+        copied = _cost(copy_cost, copy_seconds)
         same = seed.transcript_contents(
             db.service, lineage_child, config.limits.max_page_size
         ) == seed.transcript_contents(db.service, copy_child, config.limits.max_page_size)
@@ -71,7 +80,9 @@ def fork_cost(db: Database, sources: list[Source], config: Config) -> dict[str, 
                 "source_records": source.records,
                 "lineage": lineage,
                 "copy": copied,
-                "copy_over_lineage": _ratios(copied, lineage, ("statements", "rows_written", "seconds")),
+                "copy_over_lineage": _ratios(
+                    copied, lineage, ("statements", "rows_written", "seconds")
+                ),
                 "same_transcript": same,
             }
         )
@@ -87,28 +98,21 @@ def fork_point(db: Database, sources: list[Source], config: Config) -> dict[str,
         target_index = source.turns // 2
         target = source.turn_ids[target_index]
         body = {"cut": {"mode": "through", "turn_id": target}}
-
-        def fork() -> Any:
-            return db.service.fork(PRINCIPAL, source.session_id, body, None)
-
-        def lookup() -> Any:
-            with db.store.read() as tx:
-                return tx.turn(target)
-
-        def scan() -> tuple[int, int]:
-            return finder.find(source.session_id, target)
-
+        fork = partial(db.service.fork, PRINCIPAL, source.session_id, body, None)
+        lookup = partial(_lookup_turn, db, target)
+        scan = partial(finder.find, source.session_id, target)
         _, fork_cost_ = measure(fork)
         _, lookup_cost = measure(lookup)
         (found, steps), scan_cost = measure(scan)
         assert found == target_index
+        lookup_seconds, scan_seconds = paired_median_seconds(lookup, scan, config.repeats)
         reference = {
             "fork_statements": fork_cost_.statements,
             "turn_lookups_in_fork": fork_cost_.count("FROM turns"),
             "statements": lookup_cost.statements,
-            "seconds": median_seconds(lookup, config.repeats),
+            "seconds": lookup_seconds,
         }
-        peer = {"statements": scan_cost.statements, "steps": steps, "seconds": median_seconds(scan, config.repeats)}
+        peer = {"statements": scan_cost.statements, "steps": steps, "seconds": scan_seconds}
         rows.append(
             {
                 "source_turns": source.turns,
@@ -121,39 +125,50 @@ def fork_point(db: Database, sources: list[Source], config: Config) -> dict[str,
     return {"rows": rows}
 
 
+def _lookup_turn(db: Database, turn_id: str) -> Any:
+    """The reference's own fork-point lookup, alone in a read transaction."""
+    with db.store.read() as tx:
+        return tx.turn(turn_id)
+
+
 # ---------------------------------------------------------------- 2. transcript read vs depth
 def transcript_depth(db: Database, config: Config) -> dict[str, Any]:
     """Reference read (chain CTE + one records query) vs one query per ancestor, by depth."""
     depth = max(config.transcript_depths)
     sessions = seed.chain(
-        db.service, depth, config.turns_per_chain_session, config.records_per_turn, config.record_content_bytes
+        db.service,
+        depth,
+        config.turns_per_chain_session,
+        config.records_per_turn,
+        config.record_content_bytes,
     )
     reader = PerAncestorReader(db.store, config.limits.max_lineage_depth)
     size = config.limits.max_page_size
     rows = []
     for level in config.transcript_depths:
         session_id = sessions[level]
-
-        def reference() -> Any:
-            return db.service.transcript(PRINCIPAL, session_id, None, size)
-
-        def per_ancestor() -> Any:
-            return reader.read(PRINCIPAL, session_id)
-
+        reference = partial(db.service.transcript, PRINCIPAL, session_id, None, size)
+        per_ancestor = partial(reader.read, PRINCIPAL, session_id)
         page, reference_cost = measure(reference)
         records, peer_cost = measure(per_ancestor)
         if page.has_more:
             raise ValueError(f"the depth-{level} transcript does not fit one page of {size}")
         same = [r["record_id"] for r in page.records] == [r.record_id for r in records]
-        lineage = _cost(reference_cost, median_seconds(reference, config.repeats))
-        peer = _cost(peer_cost, median_seconds(per_ancestor, config.repeats))
+        lineage_seconds, peer_seconds = paired_median_seconds(
+            reference, per_ancestor, config.repeats
+        )
+        lineage = _read_cost(db, reference_cost, lineage_seconds, config.repeats)
+        peer = _read_cost(db, peer_cost, peer_seconds, config.repeats)
         rows.append(
             {
                 "depth": level,
                 "records": len(records),
                 "lineage": lineage,
                 "per_ancestor": peer,
-                "per_ancestor_over_lineage": _ratios(peer, lineage, ("statements", "seconds")),
+                "per_ancestor_over_lineage": _ratios(
+                    peer, lineage, ("statements", "seconds", "sql_seconds")
+                ),
+                "break_even_round_trip_seconds": _break_even(lineage, peer),
                 "same_records": same,
             }
         )
@@ -161,18 +176,44 @@ def transcript_depth(db: Database, config: Config) -> dict[str, Any]:
     for row in rows:
         row["growth_vs_first_depth"] = {
             "lineage_seconds": ratio(row["lineage"]["seconds"], first["lineage"]["seconds"]),
-            "per_ancestor_seconds": ratio(row["per_ancestor"]["seconds"], first["per_ancestor"]["seconds"]),
+            "per_ancestor_seconds": ratio(
+                row["per_ancestor"]["seconds"], first["per_ancestor"]["seconds"]
+            ),
+            "lineage_sql_seconds": ratio(
+                row["lineage"]["sql_seconds"], first["lineage"]["sql_seconds"]
+            ),
+            "per_ancestor_sql_seconds": ratio(
+                row["per_ancestor"]["sql_seconds"], first["per_ancestor"]["sql_seconds"]
+            ),
         }
     return {"page_size": size, "rows": rows}
 
 
+def _break_even(lineage: dict[str, Any], peer: dict[str, Any]) -> float | None:
+    """Added latency per statement above which the reference read is the faster one.
+
+    In-process SQLite makes a round trip nearly free; over a network each of the peer's extra
+    statements pays the round-trip time, so this is the latency where the two lines cross.
+    None when the reference is already faster or the statement counts are equal.
+    """
+    extra_statements = peer["statements"] - lineage["statements"]
+    extra_seconds = lineage["seconds"] - peer["seconds"]
+    if extra_statements <= 0 or extra_seconds <= 0:
+        return None
+    return extra_seconds / extra_statements
+
+
 # ---------------------------------------------------------------- 3. page cost vs position
 def page_position(db: Database, config: Config) -> dict[str, Any]:
-    """Cursor pages vs OFFSET/LIMIT pages at the first, middle and last page of a long transcript."""
+    """Cursor pages vs OFFSET/LIMIT pages: first, middle and last page of a long transcript."""
     sessions = config.page_chain_depth + 1
     turns = config.page_transcript_records // sessions // config.page_records_per_turn
     chain = seed.chain(
-        db.service, config.page_chain_depth, turns, config.page_records_per_turn, config.record_content_bytes
+        db.service,
+        config.page_chain_depth,
+        turns,
+        config.page_records_per_turn,
+        config.record_content_bytes,
     )
     session_id = chain[-1]
     cursors = _page_cursors(db, session_id, config.page_size)
@@ -183,18 +224,14 @@ def page_position(db: Database, config: Config) -> dict[str, Any]:
     for name, number in positions.items():
         cursor = cursors[number]
         offset = number * config.page_size
-
-        def by_cursor() -> Any:
-            return db.service.transcript(PRINCIPAL, session_id, cursor, config.page_size)
-
-        def by_offset() -> Any:
-            return pager.page(PRINCIPAL, session_id, offset, config.page_size)
-
+        by_cursor = partial(db.service.transcript, PRINCIPAL, session_id, cursor, config.page_size)
+        by_offset = partial(pager.page, PRINCIPAL, session_id, offset, config.page_size)
         page, cursor_cost = measure(by_cursor)
         records, offset_cost = measure(by_offset)
         same = [r["record_id"] for r in page.records] == [r.record_id for r in records]
-        lineage = _cost(cursor_cost, median_seconds(by_cursor, config.repeats))
-        peer = _cost(offset_cost, median_seconds(by_offset, config.repeats))
+        cursor_seconds, offset_seconds = paired_median_seconds(by_cursor, by_offset, config.repeats)
+        lineage = _read_cost(db, cursor_cost, cursor_seconds, config.repeats)
+        peer = _read_cost(db, offset_cost, offset_seconds, config.repeats)
         rows.append(
             {
                 "position": name,
@@ -202,7 +239,9 @@ def page_position(db: Database, config: Config) -> dict[str, Any]:
                 "offset": offset,
                 "cursor": lineage,
                 "offset_paging": peer,
-                "offset_over_cursor": _ratios(peer, lineage, ("statements", "seconds")),
+                "offset_over_cursor": _ratios(
+                    peer, lineage, ("statements", "seconds", "sql_seconds")
+                ),
                 "same_records": same,
             }
         )
@@ -215,7 +254,15 @@ def page_position(db: Database, config: Config) -> dict[str, Any]:
         "rows": rows,
         "last_over_first": {
             "cursor_seconds": ratio(last["cursor"]["seconds"], first["cursor"]["seconds"]),
-            "offset_seconds": ratio(last["offset_paging"]["seconds"], first["offset_paging"]["seconds"]),
+            "offset_seconds": ratio(
+                last["offset_paging"]["seconds"], first["offset_paging"]["seconds"]
+            ),
+            "cursor_sql_seconds": ratio(
+                last["cursor"]["sql_seconds"], first["cursor"]["sql_seconds"]
+            ),
+            "offset_sql_seconds": ratio(
+                last["offset_paging"]["sql_seconds"], first["offset_paging"]["sql_seconds"]
+            ),
             "cursor_statements": ratio(last["cursor"]["statements"], first["cursor"]["statements"]),
             "offset_statements": ratio(
                 last["offset_paging"]["statements"], first["offset_paging"]["statements"]
@@ -258,9 +305,14 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
     """A parent and its branches, each forked through an evenly spaced turn and given one turn."""
     with backend.database(config.limits) as db:
         baseline = db.size_bytes()
+        baseline_tables = db.table_bytes()
         parent = seed.new_session(db.service, "parent")
         seeded = seed.add_turns(
-            db.service, parent, config.storage_parent_turns, config.records_per_turn, config.record_content_bytes
+            db.service,
+            parent,
+            config.storage_parent_turns,
+            config.records_per_turn,
+            config.record_content_bytes,
         )
         content = seeded.content_bytes
         copier = CopyOnForkPeer(db.store)
@@ -271,17 +323,30 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
             if copy:
                 child = copier.fork(PRINCIPAL, parent, cut)
             else:
-                child = str(db.service.fork(PRINCIPAL, parent, {"cut": cut}, None).body["session"]["session_id"])
+                child = str(
+                    db.service.fork(PRINCIPAL, parent, {"cut": cut}, None).body["session"][
+                        "session_id"
+                    ]
+                )
             own = seed.add_turns(
-                db.service, child, 1, config.records_per_turn, config.record_content_bytes, 10_000 + number
+                db.service,
+                child,
+                1,
+                config.records_per_turn,
+                config.record_content_bytes,
+                10_000 + number,
             )
             content += own.content_bytes
             branches.append(child)
         size = db.size_bytes() - baseline
+        by_table = {
+            name: grown - baseline_tables.get(name, 0) for name, grown in db.table_bytes().items()
+        }
         with db.engine.connect() as conn:
             stored = conn.execute(text("SELECT COUNT(*) FROM records")).scalar_one()
         transcripts = [
-            seed.transcript_contents(db.service, child, config.limits.max_page_size) for child in branches
+            seed.transcript_contents(db.service, child, config.limits.max_page_size)
+            for child in branches
         ]
     return {
         "content_bytes": content,
@@ -289,5 +354,6 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
         "baseline_bytes": baseline,
         "bytes_per_content_byte": ratio(size, content),
         "records_stored": int(stored),
+        "bytes_by_table": by_table,
         "transcripts": transcripts,
     }

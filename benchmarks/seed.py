@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from benchmarks.backend import PRINCIPAL
 from reference_impl.service import LineageService
+
+from benchmarks.backend import PRINCIPAL
 
 _FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
 
@@ -77,7 +78,11 @@ def fork_latest(service: LineageService, source_id: str) -> str:
 
 
 def chain(
-    service: LineageService, depth: int, turns_per_session: int, records_per_turn: int, record_bytes: int
+    service: LineageService,
+    depth: int,
+    turns_per_session: int,
+    records_per_turn: int,
+    record_bytes: int,
 ) -> list[str]:
     """Sessions at depths 0..depth, each forked at the latest turn of the one before, with turns."""
     sessions = [new_session(service, "chain-0")]
@@ -85,7 +90,12 @@ def chain(
     for level in range(1, depth + 1):
         child = fork_latest(service, sessions[-1])
         add_turns(
-            service, child, turns_per_session, records_per_turn, record_bytes, level * turns_per_session
+            service,
+            child,
+            turns_per_session,
+            records_per_turn,
+            record_bytes,
+            level * turns_per_session,
         )
         sessions.append(child)
     return sessions

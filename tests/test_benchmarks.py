@@ -1,0 +1,113 @@
+"""The benchmarks' exact, deterministic properties in a tiny configuration; no timing assertions.
+
+Times on a shared machine are noise; statement counts and rows written are not, so they are what
+these tests pin down.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from benchmarks import TINY, run_all
+from benchmarks.__main__ import main
+from benchmarks.report import render
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, Any]:
+    """One tiny run on SQLite, shared by every test in this module."""
+    return run_all(TINY)
+
+
+@pytest.fixture(scope="module")
+def sqlite(results: dict[str, Any]) -> dict[str, Any]:
+    return results["backends"]["sqlite"]
+
+
+def test_reference_fork_cost_is_the_same_at_every_source_size(sqlite: dict[str, Any]) -> None:
+    rows = sqlite["fork_cost"]["rows"]
+    assert [row["source_turns"] for row in rows] == list(TINY.fork_source_turns)
+    assert len({row["lineage"]["statements"] for row in rows}) == 1
+    assert len({row["lineage"]["rows_written"] for row in rows}) == 1
+    assert rows[0]["lineage"]["rows_written"] == 2  # the child's session row and lineage row
+    assert rows[0]["lineage"]["statements"] <= 6
+
+
+def test_copy_on_fork_rows_written_grow_with_the_source(sqlite: dict[str, Any]) -> None:
+    rows = sqlite["fork_cost"]["rows"]
+    written = [row["copy"]["rows_written"] for row in rows]
+    assert written == sorted(written) and len(set(written)) == len(written)
+    for row in rows:
+        assert row["copy"]["rows_written"] == 1 + row["source_turns"] + row["source_records"]
+        assert row["same_transcript"]
+
+
+def test_reference_transcript_read_costs_the_same_statements_at_every_depth(
+    sqlite: dict[str, Any],
+) -> None:
+    rows = sqlite["transcript_depth"]["rows"]
+    assert [row["depth"] for row in rows] == [0, 1, 5, TINY.limits.max_lineage_depth]
+    assert {row["lineage"]["statements"] for row in rows} == {2}
+    assert all(row["same_records"] for row in rows)
+
+
+def test_per_ancestor_reader_statements_grow_with_depth(sqlite: dict[str, Any]) -> None:
+    rows = sqlite["transcript_depth"]["rows"]
+    assert [row["per_ancestor"]["statements"] for row in rows] == [
+        2 * (row["depth"] + 1) for row in rows
+    ]
+
+
+def test_reference_page_costs_the_same_statements_first_and_last(sqlite: dict[str, Any]) -> None:
+    section = sqlite["page_position"]
+    rows = {row["position"]: row for row in section["rows"]}
+    assert rows["first"]["cursor"]["statements"] == rows["last"]["cursor"]["statements"] == 2
+    assert rows["last"]["offset"] == (section["pages"] - 1) * TINY.page_size
+    assert all(row["same_records"] for row in rows.values())
+
+
+def test_fork_point_is_one_turn_lookup_while_the_scan_grows(sqlite: dict[str, Any]) -> None:
+    rows = sqlite["fork_point"]["rows"]
+    for row in rows:
+        assert row["lineage"]["turn_lookups_in_fork"] == 1
+        assert row["lineage"]["statements"] == 1
+        assert row["history_scan"]["statements"] == row["source_turns"] - row["target_turn_index"]
+    scans = [row["history_scan"]["statements"] for row in rows]
+    assert scans == sorted(scans) and scans[0] < scans[-1]
+
+
+def test_storage_copies_records_and_lineage_does_not(sqlite: dict[str, Any]) -> None:
+    section = sqlite["storage"]
+    own = (TINY.storage_parent_turns + TINY.storage_branches) * TINY.records_per_turn
+    assert section["lineage"]["records_stored"] == own
+    assert section["copy"]["records_stored"] > own
+    assert section["lineage"]["content_bytes"] == section["copy"]["content_bytes"]
+    assert section["same_transcripts"]
+
+
+def test_report_and_json_carry_every_section(results: dict[str, Any]) -> None:
+    markdown = render(results)
+    for title in (
+        "Fork cost",
+        "Transcript read",
+        "Page cost",
+        "Storage",
+        "fork point",
+        "not measured here",
+    ):
+        assert title in markdown
+    decoded = json.loads(json.dumps(results))
+    assert {"python", "sqlite", "cpu_count", "date"} <= decoded["machine"].keys()
+
+
+def test_quick_command_writes_the_report_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--quick", "--repeats", "1", "--output-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "latest.md").read_text().startswith("# Session lineage benchmarks")
+    data = json.loads((tmp_path / "latest.json").read_text())
+    assert data["config"]["name"] == "quick"
+    assert "peer / reference" in capsys.readouterr().out
