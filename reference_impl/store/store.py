@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, literal_column, select, text, union_all, update
+from sqlalchemy import delete, insert, select, text, update
+from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.engine import Connection, Engine, RowMapping
 from sqlalchemy.exc import DBAPIError as StorageError
 from sqlalchemy.exc import IntegrityError
@@ -63,6 +65,23 @@ LEFT JOIN session_lineage l ON l.session_id = c.session_id
 ORDER BY c.hops DESC
 """
 )
+
+RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, record_type, content, created_at"
+
+
+@lru_cache(maxsize=256)
+def _records_sql(bounded: tuple[bool, ...]) -> TextClause:
+    """One statement for a page over segments; `bounded[n]` says whether segment n has an upper bound."""
+    parts = []
+    for n, has_upper in enumerate(bounded):
+        upper = f" AND record_index <= :u{n}" if has_upper else ""
+        parts.append(
+            f"SELECT * FROM (SELECT {RECORD_COLUMNS}, {n} AS segment_ordinal FROM records "
+            f"WHERE session_id = :s{n} AND record_index > :a{n}{upper} "
+            f"ORDER BY record_index LIMIT :limit) AS segment_{n}"
+        )
+    return text(" UNION ALL ".join(parts) + " ORDER BY segment_ordinal, record_index LIMIT :limit")
+
 
 _SESSION_COLUMNS = [
     t.sessions,
@@ -198,30 +217,13 @@ class Transaction:
         """
         if not segments:
             return []
-        parts = []
-        for ordinal, segment in enumerate(segments):
-            conditions = [
-                t.records.c.session_id == segment.session_id,
-                t.records.c.record_index > segment.after,
-            ]
+        params: dict[str, Any] = {"limit": limit}
+        for n, segment in enumerate(segments):
+            params[f"s{n}"], params[f"a{n}"] = segment.session_id, segment.after
             if segment.upto is not None:
-                conditions.append(t.records.c.record_index <= segment.upto)
-            part = (
-                select(t.records, literal_column(str(ordinal)).label("segment_ordinal"))
-                .where(and_(*conditions))
-                .order_by(t.records.c.record_index)
-                .limit(limit)
-            )
-            parts.append(select(part.subquery()))
-        if len(parts) == 1:
-            query = parts[0]
-        else:
-            combined = union_all(*parts).subquery()
-            query = select(combined).order_by(
-                combined.c.segment_ordinal, combined.c.record_index
-            )
-        query = query.limit(limit)
-        return [_record_from(row) for row in self.records_conn.execute(query).mappings()]
+                params[f"u{n}"] = segment.upto
+        query = _records_sql(tuple(segment.upto is not None for segment in segments))
+        return [_record_from(row) for row in self.records_conn.execute(query, params).mappings()]
 
     def idempotency(self, principal: str, key: str) -> IdempotencyRow | None:
         query = select(t.idempotency_keys).where(
