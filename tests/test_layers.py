@@ -60,3 +60,15 @@ def test_fuzzing_alone_catches_a_5xx_on_odd_input(tmp_path) -> None:
 
     app = rewrite_responses(reference_app(settings(tmp_path)), crash_on_large_limits)
     assert "ERR-NO-5XX-001" in failed_requirements(app, "fuzz")
+
+
+def test_linked_fuzzing_alone_catches_a_fault_behind_a_sequence(tmp_path) -> None:
+    """Only an existing session triggers this fault; random ids never do, the spec's links do."""
+
+    def crash_on_existing_sessions(scope: dict[str, Any], status: int, headers: Any, body: bytes) -> Any:
+        if scope["method"] == "GET" and scope["path"].count("/") == 2 and status == 200:
+            return 500, [(b"content-type", b"text/plain")], b"boom"
+        return status, headers, body
+
+    app = rewrite_responses(reference_app(settings(tmp_path)), crash_on_existing_sessions)
+    assert "ERR-NO-5XX-001" in failed_requirements(app, "fuzz.generated_stateful")

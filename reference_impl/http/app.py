@@ -125,6 +125,12 @@ class Api:
         )
         return JSONResponse(result)
 
+    async def lease(self, request: Request) -> Response:
+        """One route for both methods, so a 405 lists both in `Allow`."""
+        if request.method == "DELETE":
+            return await self.release_lease(request)
+        return await self.acquire_lease(request)
+
     async def acquire_lease(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
@@ -215,8 +221,7 @@ def build_app(service: LineageService, settings: Settings) -> Starlette:
         ),
         Route("/sessions/{session_id}/turns/{turn_id}/finish", api.finish_turn, methods=["POST"]),
         Route("/sessions/{session_id}/fork", api.fork, methods=["POST"]),
-        Route("/sessions/{session_id}/lease", api.acquire_lease, methods=["POST"]),
-        Route("/sessions/{session_id}/lease", api.release_lease, methods=["DELETE"]),
+        Route("/sessions/{session_id}/lease", api.lease, methods=["POST", "DELETE"]),
         Route("/sessions/{session_id}/transcript", api.transcript, methods=["GET"]),
         Route("/sessions/{session_id}/records", api.records, methods=["GET"]),
         Route("/sessions/{session_id}/lineage", api.lineage, methods=["GET"]),

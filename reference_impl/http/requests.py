@@ -13,7 +13,6 @@ from reference_impl.errors import DomainError, InvalidCursor, InvalidRequest, No
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~+/=-]{1,256}$")
-KEY_PATTERN = re.compile(r'^[\x21-\x7e]{1,255}$')
 
 
 class Unauthenticated(DomainError):
@@ -70,27 +69,27 @@ def query_cursor(request: Request, max_length: int = 2048) -> str | None:
     return raw
 
 
+QUOTED_KEY = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\]){1,255})"')
+BARE_KEY = re.compile(r'[\x21\x23-\x7e][\x21-\x7e]{0,254}')
+
+
 def idempotency_key(request: Request) -> str | None:
-    """The key as a Structured Field string (`"..."`) or a bare token of visible ASCII."""
+    """The key: a Structured Field string (`"..."`, escapes `\\"` and `\\\\`) or a bare visible token."""
     values = request.headers.getlist("idempotency-key")
     if not values:
         return None
     if len(values) > 1:
         raise InvalidIdempotencyKey("send one Idempotency-Key header")
     raw = values[0].strip()
-    if raw.startswith('"'):
-        if len(raw) < 2 or not raw.endswith('"'):
-            raise InvalidIdempotencyKey("unterminated Structured Field string")
-        inner = raw[1:-1]
-        value = re.sub(r'\\(["\\])', r"\1", inner)
-        if re.search(r'(?<!\\)"', inner) or re.search(r"\\(?![\"\\])", inner):
-            raise InvalidIdempotencyKey("invalid escape in Structured Field string")
-        if not re.fullmatch(r"[\x20-\x7e]{1,255}", value) or not value.strip():
-            raise InvalidIdempotencyKey("the key must have 1 to 255 printable ASCII characters")
-        return value
-    if not KEY_PATTERN.match(raw):
-        raise InvalidIdempotencyKey("the key must have 1 to 255 visible ASCII characters")
-    return raw
+    quoted = QUOTED_KEY.fullmatch(raw)
+    if quoted:
+        return re.sub(r'\\(["\\])', r"\1", quoted.group(1))
+    if BARE_KEY.fullmatch(raw):
+        return raw
+    raise InvalidIdempotencyKey(
+        "the key must be a Structured Field string of 1 to 255 printable ASCII characters, "
+        "or 1 to 255 visible ASCII characters"
+    )
 
 
 async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[str, Any]:
