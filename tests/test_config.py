@@ -74,3 +74,11 @@ def test_cli_exits_2_on_configuration_errors(monkeypatch, capsys) -> None:
     assert main(["check", "--target", "http://127.0.0.1:9"]) == 2
     assert "tokens" in capsys.readouterr().err
     assert main([]) == 2
+
+
+def test_example_configuration_file_loads() -> None:
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "conformance.example.yaml"
+    config = load(example, environ={})
+    assert config.target == "https://lineage.example.internal" and len(config.tokens) == 2

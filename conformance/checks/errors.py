@@ -42,6 +42,11 @@ def malformed_bodies(ctx: CheckContext) -> None:
     for path, body in mistyped:
         response = ctx.alice.post(path, json=body)
         ctx.expect_status(response, 422, "invalid-request")
+    for raw in (b'{"name": "\\udad9"}', b'{"records": [{"type": "m", "content": {"\\ud800": 1}}]}',
+                b'{"records": [{"type": "m", "content": {"n": 1e999}}]}'):
+        for path in ("/sessions", f"{turn_path}/records"):
+            response = ctx.alice.post(path, content=raw, headers={"Content-Type": "application/json"})
+            ctx.expect_status(response, 400, "malformed-json")
     ctx.expect(ctx.walk(sid, "records") == before, "refused bodies changed the session's records")
     ctx.expect(ctx.alice.get(f"/sessions/{target}").status == 404, "a refused body created a session")
     turn = ctx.alice.get(f"/sessions/{sid}/transcript")
@@ -93,6 +98,7 @@ def hostile_input(ctx: CheckContext) -> None:
     deep = b"[" * 20_000 + b"]" * 20_000
     nested = b'{"cut": ' + b'{"a": ' * 5_000 + b"1" + b"}" * 5_000 + b"}"
     bodies = [deep, nested, b'{"cut": {"mode": "latest"}, "cut": {"mode": "latest"}}', b'{"session_id": "\\u0000"}',
+              b'{"name": "a\\u0000b"}', b'{"description": "\\udad9\\ud800"}', b'{"cut": {"mode": "latest"}, "header": {"name": "\\u0000"}}',
               b'{"n": 1e999}', b'{"records": [{"type": "m", "content": {"x": -0.0}}]}', "\"\U0001F600\"".encode()]
     for path in ("/sessions", f"/sessions/{sid}/fork", f"{turn_path}/records"):
         for body in bodies:

@@ -20,6 +20,7 @@ from conformance.registry import check
 
 
 CLIENT_CHOSEN_IDS = ("session_id", "turn_id", "target_session_id", "lease_id")
+CLIENT_CHOSEN_HEADERS = ("Idempotency-Key", "Writer-Lease")
 
 
 @lru_cache(maxsize=1)
@@ -110,6 +111,9 @@ def generated_stateful_sequences(ctx: CheckContext) -> None:
             if isinstance(case.body, dict):
                 for field in CLIENT_CHOSEN_IDS:
                     case.body.pop(field, None)
+            if case.headers:
+                for header in CLIENT_CHOSEN_HEADERS:
+                    case.headers.pop(header, None)
 
         def get_call_kwargs(self, case: Any) -> dict[str, Any]:
             return {"base_url": ctx.config.target, "headers": headers, "timeout": ctx.config.timeout}

@@ -48,7 +48,8 @@ def render_console(result: RunResult, console: Console) -> None:
         line = Text()
         line.append(f"{check.outcome.name:<5} ", style=STYLES[check.outcome])
         line.append(f"{check.name}  [{', '.join(ids)}]  ")
-        line.append(printable(check.message.splitlines()[0]) if check.message else "")
+        first = check.message.splitlines()[0] if check.message else ""
+        line.append(printable(first if len(first) <= 240 else first[:237] + "..."))
         console.print(line)
     for note in result.notes:
         console.print(Text(f"note: {printable(note)}", style="yellow"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -106,9 +107,11 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
         if len(raw) > max_bytes:
             raise PayloadTooLarge(f"the body exceeds max_request_bytes ({max_bytes})")
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
+    if _has_lone_surrogate(body):
+        raise MalformedJson("the body holds a string that is not valid Unicode (a lone surrogate)")
     try:
         errors = sorted(
             spec.validator(schema_file).iter_errors(body), key=lambda e: [str(p) for p in e.path]
@@ -120,6 +123,30 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
         where = "/" + "/".join(str(part) for part in first.absolute_path)
         raise InvalidRequest(f"{where}: {first.message}"[:500])
     return body
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    """JSON may escape half of a surrogate pair; such a string is not text and cannot be stored."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if any("\ud800" <= char <= "\udfff" for char in item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _finite_float(text: str) -> float:
+    """A number too large for a double would come back as Infinity, which is not JSON."""
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
 
 
 def _reject_constant(name: str) -> Any:
