@@ -393,26 +393,46 @@ def forks_while_source_is_written(ctx: CheckContext) -> None:
     sid = source["session_id"]
     ctx.run_turn(sid, "user", 2)
     stop = threading.Event()
+    progress = threading.Condition()
+    writes = [0]  # write requests the writer has completed: start, appends, finish
     writer_error: list[BaseException] = []
+
+    def wrote() -> None:
+        with progress:
+            writes[0] += 1
+            progress.notify_all()
 
     def keep_writing() -> None:
         try:
             n = 0
             while not stop.is_set() and n < 400:
                 turn = ctx.start_turn(sid, "user" if n % 2 else "assistant")
+                wrote()
                 for _ in range(3):
                     ctx.append(sid, turn["turn_id"], 1)
+                    wrote()
                 ctx.finish(sid, turn["turn_id"])
+                wrote()
                 n += 1
         except BaseException as exc:  # surfaced after the forks
             writer_error.append(exc)
+        finally:
+            with progress:
+                writes[0] = 10**9  # release every waiting fork
+                progress.notify_all()
+
+    def fork_after(n: int) -> Response:
+        """Fork number n waits for the writer's n-th write, so forks land mid-turn and between turns."""
+        with progress:
+            progress.wait_for(lambda: writes[0] >= n, timeout=60)
+        return ctx.fork(sid, {"mode": "latest"}, client=clients[n % len(clients)])
 
     clients = ctx.spread()
     writer = threading.Thread(target=keep_writing, name="source-writer")
     writer.start()
     try:
         with ThreadPoolExecutor(max_workers=8) as pool:
-            forks = list(pool.map(lambda n: ctx.fork(sid, {"mode": "latest"}, client=clients[n % len(clients)]), range(50)))
+            forks = list(pool.map(fork_after, range(50)))
     finally:
         stop.set()
         writer.join(timeout=120)
