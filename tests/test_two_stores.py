@@ -31,30 +31,8 @@ def two_store_app(tmp_path, transaction: type[Transaction] = Transaction, servic
     migrate(core)
     migrate(records, records_only=True)
 
-    class SplitStore(Store):
-        def read(self):  # type: ignore[override]
-            return _wrap(super().read(), transaction)
-
-        def write_records(self):  # type: ignore[override]
-            return _wrap(super().write_records(), transaction)
-
     settings = Settings(tokens=TOKENS)
-    return build_app(service(SplitStore(core, records), settings.limits), settings)
-
-
-class _wrap:
-    """Re-type the transaction a store context manager yields, keeping its connections."""
-
-    def __init__(self, manager: Any, transaction: type[Transaction]) -> None:
-        self.manager, self.transaction = manager, transaction
-
-    def __enter__(self) -> Transaction:
-        tx = self.manager.__enter__()
-        wrapped = self.transaction(tx.conn, tx._records_conn)
-        return wrapped
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self.manager.__exit__(*exc)
+    return build_app(service(Store(core, records, transaction), settings.limits), settings)
 
 
 def conversation(http: httpx.Client, turns: int = 2) -> str:

@@ -357,12 +357,19 @@ class Store:
     """Opens transactions; the service layer decides what happens inside them.
 
     With `records_engine`, records live in a second store: reads open it on first use, and
-    record writes go through `write_records()`, a transaction of their own.
+    record writes go through `write_records()`, a transaction of their own. `transaction_class`
+    lets tests substitute the statements (for example, to inject faults).
     """
 
-    def __init__(self, engine: Engine, records_engine: Engine | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        records_engine: Engine | None = None,
+        transaction_class: type[Transaction] = Transaction,
+    ) -> None:
         self.engine = engine
         self.records_engine = records_engine
+        self.transaction_class = transaction_class
 
     @property
     def split(self) -> bool:
@@ -373,19 +380,19 @@ class Store:
         with ExitStack() as stack:
             conn = stack.enter_context(self.engine.connect())
             stack.enter_context(conn.begin())
-            yield Transaction(conn, self._records_opener(stack))
+            yield self.transaction_class(conn, self._records_opener(stack))
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
         with self.engine.connect().execution_options(write=True) as conn, conn.begin():
-            yield Transaction(conn)
+            yield self.transaction_class(conn)
 
     @contextmanager
     def write_records(self) -> Iterator[Transaction]:
         """A transaction on the records store (the core store when there is only one)."""
         engine = self.records_engine or self.engine
         with engine.connect().execution_options(write=True) as conn, conn.begin():
-            yield Transaction(conn, conn)
+            yield self.transaction_class(conn, conn)
 
     def _records_opener(self, stack: ExitStack) -> Callable[[], Connection] | None:
         if self.records_engine is None:

@@ -8,8 +8,7 @@ declares the requirement IDs the suite must then report as failed.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,35 +55,28 @@ def all_mutants() -> list[Mutant]:
 
 
 # ---------------------------------------------------------------- building blocks
-def open_store(settings: Settings, store_class: type[Store] = Store) -> Store:
+def open_store(settings: Settings, transaction_class: type[Transaction] = Transaction) -> Store:
     engine = make_engine(settings.database_url)
     migrate(engine)
-    return store_class(engine)
+    return Store(engine, transaction_class=transaction_class)
+
+
+def app_with_layers(
+    settings: Settings,
+    service_class: type[LineageService] = LineageService,
+    transaction_class: type[Transaction] = Transaction,
+) -> ASGIApp:
+    """The reference app with a broken service layer, broken store transactions, or both."""
+    service = service_class(open_store(settings, transaction_class), settings.limits, settings.query_count_diagnostics)
+    return build_app(service, settings)
 
 
 def app_with_service(settings: Settings, service_class: type[LineageService]) -> ASGIApp:
-    """The reference app with a broken service layer."""
-    service = service_class(open_store(settings), settings.limits, settings.query_count_diagnostics)
-    return build_app(service, settings)
+    return app_with_layers(settings, service_class=service_class)
 
 
 def app_with_transaction(settings: Settings, transaction_class: type[Transaction]) -> ASGIApp:
-    """The reference app whose store hands out broken transactions."""
-
-    class BrokenStore(Store):
-        @contextmanager
-        def read(self) -> Iterator[Transaction]:
-            with self.engine.connect() as conn, conn.begin():
-                yield transaction_class(conn)
-
-        @contextmanager
-        def write(self) -> Iterator[Transaction]:
-            with self.engine.connect().execution_options(write=True) as conn, conn.begin():
-                yield transaction_class(conn)
-
-    store = open_store(settings, BrokenStore)
-    service = LineageService(store, settings.limits, settings.query_count_diagnostics)
-    return build_app(service, settings)
+    return app_with_layers(settings, transaction_class=transaction_class)
 
 
 def reference_app(settings: Settings) -> ASGIApp:

@@ -20,8 +20,8 @@ from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.rows import ChainLink, IdempotencyRow, Segment
-from tests.mutants import app_with_service, app_with_transaction, mutant, open_store
-from tests.mutants.sessions import app_with_layers, rewrite_requests
+from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant, open_store
+from tests.mutants.sessions import rewrite_requests
 
 
 def _cut_turn(tx: Transaction, chain: Sequence[ChainLink], cut: dict[str, Any]) -> tuple[Any, ChainLink | None]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -15,39 +14,17 @@ from starlette.types import ASGIApp
 
 from reference_impl import views
 from reference_impl.errors import InvalidRequest, PayloadTooLarge, TurnNotRunning
-from reference_impl.http.app import build_app
 from reference_impl.service import LineageService, new_id, timestamp, utcnow
 from reference_impl.settings import Settings
-from reference_impl.store import Store, Transaction
+from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.rows import TurnRow
-from tests.mutants import app_with_service, app_with_transaction, mutant, open_store
+from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
 # ---------------------------------------------------------------- building blocks
-def app_with_layers(
-    settings: Settings,
-    service_class: type[LineageService] = LineageService,
-    transaction_class: type[Transaction] = Transaction,
-) -> ASGIApp:
-    """The reference app with both a broken service and broken store transactions."""
-
-    class BrokenStore(Store):
-        @contextmanager
-        def read(self) -> Iterator[Transaction]:
-            with self.engine.connect() as conn, conn.begin():
-                yield transaction_class(conn)
-
-        @contextmanager
-        def write(self) -> Iterator[Transaction]:
-            with self.engine.connect().execution_options(write=True) as conn, conn.begin():
-                yield transaction_class(conn)
-
-    store = open_store(settings, BrokenStore)
-    service = service_class(store, settings.limits, settings.query_count_diagnostics)
-    return build_app(service, settings)
 
 
 RequestRewrite = Callable[[dict[str, Any], bytes], tuple[dict[str, Any], bytes]]
