@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--tokens-file", help="YAML mapping of bearer token to principal (default: development mode)")
     serve.add_argument("--max-lineage-depth", type=int)
+    serve.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
     serve.set_defaults(handler=_serve)
 
     docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md from spec/requirements.yaml")
@@ -130,15 +131,26 @@ def _serve(args: argparse.Namespace) -> int:
     else:
         print("session-lineage: development mode: any bearer token names its own principal", file=sys.stderr)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
-    app = create_app(
-        Settings(
-            database_url=args.database_url,
-            records_database_url=args.records_database_url,
-            tokens=tokens,
-            limits=limits,
-        )
+    settings = Settings(
+        database_url=args.database_url,
+        records_database_url=args.records_database_url,
+        tokens=tokens,
+        limits=limits,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    if args.workers > 1:
+        from reference_impl.http.factory import settings_to_environment
+
+        settings_to_environment(settings)
+        uvicorn.run(
+            "reference_impl.http.factory:app_from_environment",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level="info",
+        )
+        return 0
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     return 0
 
 

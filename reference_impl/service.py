@@ -137,7 +137,7 @@ class LineageService:
 
     # ---------------------------------------------------------------- sessions
     def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
-        row = {
+        row: dict[str, Any] = {
             "session_id": body.get("session_id") or new_id(),
             "owner": principal,
             "name": body.get("name"),
@@ -408,7 +408,7 @@ class LineageService:
         header = body.get("header", {})
         child_id = target_id or new_id()
         created_at = timestamp(now)
-        session_row = {
+        session_row: dict[str, Any] = {
             "session_id": child_id,
             "owner": principal,
             "name": header["name"] if "name" in header else source.name,

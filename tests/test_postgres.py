@@ -74,3 +74,10 @@ def test_multi_process_mutants_are_caught(name: str, postgres_url: str, tmp_path
     failed = {v.id for v in result.requirements if v.outcome is Outcome.FAIL}
     assert set(mutant.catches) <= failed, [f"{c.name}: {c.outcome.value} {c.message[:300]}" for c in result.checks]
     assert result.exit_code == 1
+
+
+def test_serve_with_workers_shares_one_database(postgres_url: str, tmp_path) -> None:
+    """`serve --workers 2`: two uvicorn worker processes behind one port keep every guarantee."""
+    with server_processes(postgres_url, tmp_path, count=1, args=["--workers", "2"]) as servers:
+        result = suite([servers[0].url], select=["fork.concurrent", "leases.concurrent", "fork.forks_while", "transcript.effective_order"])
+    assert result.verdict is Verdict.CONFORMANT, [c.message for c in result.checks if c.outcome is not Outcome.PASS]

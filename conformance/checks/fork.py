@@ -274,7 +274,7 @@ def key_reused_differently(ctx: CheckContext) -> None:
     sid = source["session_id"]
     key = ctx.new_id("key")
     ctx.fork_ok(sid, {"mode": "latest"}, key=key)
-    variants = [
+    variants: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         (sid, {"mode": "through", "turn_id": turns[0]["turn_id"]}, {}),
         (sid, {"mode": "latest"}, {"header": {"name": "different"}}),
         (sid, {"mode": "latest"}, {"target": ctx.new_id("child")}),

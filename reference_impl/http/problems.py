@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.responses import JSONResponse
@@ -11,7 +12,7 @@ import spec
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 
-def problem(kind: str, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def problem(kind: str, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     entry = spec.load_yaml(spec.PROBLEM_TYPES_PATH)["types"][kind]
     body: dict[str, Any] = {
         "type": spec.problem_type_uri(kind),

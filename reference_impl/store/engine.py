@@ -56,7 +56,8 @@ def migrate(engine: Engine, records_only: bool = False) -> None:
     """Upgrade the database to the newest Alembic revision (of the records store, if asked)."""
     config = Config()
     config.set_main_option("script_location", str(RECORDS_MIGRATIONS_DIR if records_only else MIGRATIONS_DIR))
-    with engine.begin() as connection:
+    with engine.connect().execution_options(write=True) as connection, connection.begin():
+        # SQLite: BEGIN IMMEDIATE, so a second process waits and then finds the schema current.
         if engine.dialect.name == "postgresql":
             # Several server processes may start together: one migrates, the others wait.
             connection.exec_driver_sql("SELECT pg_advisory_xact_lock(7368291)")

@@ -83,7 +83,7 @@ def _records_sql(bounded: tuple[bool, ...]) -> TextClause:
     return text(" UNION ALL ".join(parts) + " ORDER BY segment_ordinal, record_index LIMIT :limit")
 
 
-_SESSION_COLUMNS = [
+_SESSION_COLUMNS: list[Any] = [
     t.sessions,
     t.session_lineage.c.parent_session_id.label("l_parent_session_id"),
     t.session_lineage.c.root_session_id.label("l_root_session_id"),

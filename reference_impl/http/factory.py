@@ -1,0 +1,32 @@
+"""Build the app from environment variables: how each `serve --workers N` process gets its settings."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from starlette.applications import Starlette
+
+from reference_impl.http.app import create_app
+from reference_impl.settings import Limits, Settings
+
+ENV = "SESSION_LINEAGE_SERVER_SETTINGS"
+
+
+def settings_to_environment(settings: Settings) -> None:
+    """Hand settings to worker processes, which uvicorn starts from an import string."""
+    os.environ[ENV] = json.dumps(
+        {
+            "database_url": settings.database_url,
+            "records_database_url": settings.records_database_url,
+            "tokens": settings.tokens,
+            "query_count_diagnostics": settings.query_count_diagnostics,
+            "limits": vars(settings.limits),
+        }
+    )
+
+
+def app_from_environment() -> Starlette:
+    data = json.loads(os.environ[ENV])
+    limits = Limits(**data.pop("limits"))
+    return create_app(Settings(limits=limits, **data))
