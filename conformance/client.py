@@ -188,6 +188,18 @@ def _parse(exchange: Exchange, path: str, requirement: str) -> Any:
         ) from None
 
 
+READ_RETRIES = 3
+MAX_RETRY_WAIT = 2.0
+
+
+def _retry_after(answer: httpx.Response) -> float | None:
+    """Seconds to wait before asking again, when the target says so on a 503."""
+    if answer.status_code != 503:
+        return None
+    value = answer.headers.get("retry-after", "")
+    return min(float(value), MAX_RETRY_WAIT) if value.isdigit() else None
+
+
 class Recorder:
     """Collects the exchanges of the running check (thread-safe: concurrency checks share it)."""
 
@@ -255,10 +267,16 @@ class ApiClient:
         if params:
             url = str(httpx.URL(url, params={k: v for k, v in params.items() if v is not None}))
         started = time.perf_counter()
-        try:
-            answer = self._http.request(method, url, content=content, headers=request_headers)
-        except httpx.TransportError as exc:
-            raise TargetUnreachable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
+        for attempt in range(READ_RETRIES + 1):
+            try:
+                answer = self._http.request(method, url, content=content, headers=request_headers)
+            except httpx.TransportError as exc:
+                raise TargetUnreachable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
+            wait = _retry_after(answer) if method.upper() == "GET" and attempt < READ_RETRIES else None
+            if wait is None:
+                break
+            # A read answered 503 with Retry-After (a records store catching up) is asked again.
+            threading.Event().wait(wait)
         exchange = Exchange(
             method=method.upper(),
             url=url,

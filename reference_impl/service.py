@@ -587,10 +587,10 @@ class LineageService:
                 expected.append((segment.session_id, index))
         got = [(row.session_id, row.record_index) for row in rows]
         if got != expected:
-            missing = next((key for key in expected if key not in set(got)), None)
-            raise RecordsUnavailable(
-                f"records within the transcript's bounds are not readable yet (first missing: {missing})"
-            )
+            present = set(got)
+            missing = next((key for key in expected if key not in present), None)
+            where = f"first missing: {missing[0]} #{missing[1]}" if missing else "the records store disagrees"
+            raise RecordsUnavailable(f"records within the transcript's bounds are not readable yet ({where})")
 
     def lineage(self, principal: str, session_id: str) -> dict[str, Any]:
         with self.store.read() as tx:

@@ -11,7 +11,7 @@ from reference_impl.service import ForkOutcome, LineageService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, Segment
-from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app
+from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant, reference_app
 
 
 @mutant("FORK-IDEMPOTENT-001", "FORK-IDEMPOTENT-CONCURRENT-001", description="Idempotency keys are ignored: every retry creates a new child")
@@ -29,7 +29,12 @@ def cutoff_ignored(settings: Settings) -> ASGIApp:
         def records(self, segments: Any, limit: int) -> Any:
             return super().records([Segment(s.session_id, s.after, None) for s in segments], limit)
 
-    return app_with_transaction(settings, Tx)
+    class Service(LineageService):
+        @staticmethod
+        def _require_complete(*args: Any) -> None:
+            return None  # a naive server trusts whatever the records query returns
+
+    return app_with_layers(settings, Service, Tx)
 
 
 @mutant("DIAG-DEPTH-001", description="The lineage chain is read one ancestor per query (N+1)")
