@@ -27,6 +27,8 @@ def render_requirements() -> str:
         + ", ".join(f"{levels[level]} {level}" for level in ("MUST", "SHOULD", "MAY") if levels[level])
         + ". Problem types are listed in `problem-types.yaml`.",
         "",
+        doc.get("overview", "").rstrip(),
+        "",
         "| Chapter | Requirements |",
         "| --- | --- |",
     ]
