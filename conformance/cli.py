@@ -38,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
     where = check.add_mutually_exclusive_group()
     where.add_argument("--target", help="base URL of the server under test (env SESSION_LINEAGE_TARGET)")
     where.add_argument("--embedded", action="store_true", help="start the reference server in-process on a temporary SQLite database")
+    check.add_argument("--embedded-database-url", help="with --embedded: a database for it instead of a temporary SQLite file")
     check.add_argument("--config", help="YAML configuration file (env SESSION_LINEAGE_CONFIG)")
     check.add_argument("--token", action="append", dest="tokens", help="bearer token of one principal; give two or more")
     check.add_argument("--strict", action="store_true", default=None, help="SHOULD failures gate too")
@@ -76,6 +77,8 @@ def _check(args: argparse.Namespace) -> int:
     from conformance.runner import run
 
     console = Console(stderr=True)
+    if args.embedded_database_url and not args.embedded:
+        raise ConfigError("--embedded-database-url needs --embedded")
     if args.list:
         for item in all_checks():
             print(f"{item.name:55} {' '.join(item.requirements)}")
@@ -92,8 +95,9 @@ def _check(args: argparse.Namespace) -> int:
         if args.embedded:
             from conformance.embedded import reference_server
 
-            console.print("[dim]starting the embedded reference server (SQLite)…[/dim]")
-            server = stack.enter_context(reference_server())
+            where = args.embedded_database_url.split("://")[0] if args.embedded_database_url else "SQLite"
+            console.print(f"[dim]starting the embedded reference server ({where})…[/dim]")
+            server = stack.enter_context(reference_server(args.embedded_database_url))
             overrides.update(target=server.url, tokens=list(server.tokens))
         config = load(args.config, overrides)
         selected = select(all_checks(), config.select)
