@@ -8,7 +8,8 @@ from conformance.context import CheckContext
 from conformance.registry import check
 
 
-def _bodies(ctx: CheckContext) -> tuple[str, str, str]:
+def session_with_running_turn(ctx: CheckContext) -> tuple[str, str, str]:
+    """A session with one finished and one running turn: every write endpoint has a target."""
     source, _, _ = ctx.conversation(1)
     sid = source["session_id"]
     turn = ctx.start_turn(sid)
@@ -17,7 +18,7 @@ def _bodies(ctx: CheckContext) -> tuple[str, str, str]:
 
 @check("ERR-MALFORMED-001", title="Malformed or mistyped bodies are refused and change nothing")
 def malformed_bodies(ctx: CheckContext) -> None:
-    sid, turn_id, turn_path = _bodies(ctx)
+    sid, turn_id, turn_path = session_with_running_turn(ctx)
     before = ctx.walk(sid, "records")
     target = ctx.new_id("never")
     paths = ["/sessions", f"/sessions/{sid}/turns", f"{turn_path}/records", f"{turn_path}/finish", f"/sessions/{sid}/fork"]
@@ -49,8 +50,7 @@ def malformed_bodies(ctx: CheckContext) -> None:
             ctx.expect_status(response, 400, "malformed-json")
     ctx.expect(ctx.walk(sid, "records") == before, "refused bodies changed the session's records")
     ctx.expect(ctx.alice.get(f"/sessions/{target}").status == 404, "a refused body created a session")
-    turn = ctx.alice.get(f"/sessions/{sid}/transcript")
-    ctx.expect_status(turn, 200)
+    ctx.expect_status(ctx.alice.get(f"/sessions/{sid}/transcript"), 200)
     ctx.finish(sid, turn_id)
 
 
@@ -94,7 +94,7 @@ def problem_documents(ctx: CheckContext) -> None:
 
 @check("ERR-NO-5XX-001", title="Hostile paths, queries, headers and bodies never cause a 5xx")
 def hostile_input(ctx: CheckContext) -> None:
-    sid, turn_id, turn_path = _bodies(ctx)
+    sid, turn_id, turn_path = session_with_running_turn(ctx)
     deep = b"[" * 20_000 + b"]" * 20_000
     nested = b'{"cut": ' + b'{"a": ' * 5_000 + b"1" + b"}" * 5_000 + b"}"
     bodies = [deep, nested, b'{"cut": {"mode": "latest"}, "cut": {"mode": "latest"}}', b'{"session_id": "\\u0000"}',
