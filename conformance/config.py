@@ -199,7 +199,7 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 
 def load_expected_failures(path: str | None) -> dict[str, str]:
-    """Check names or requirement IDs the target expects to fail, each with its reason."""
+    """Check names or requirement IDs the target expects to fail, each with its reason (and link)."""
     if path is None:
         return {}
     file = Path(path)
@@ -216,7 +216,10 @@ def load_expected_failures(path: str | None) -> dict[str, str]:
             raise ConfigError(
                 f"expected-failures entry {position} needs 'check' or 'requirement' and a 'reason'"
             )
-        entries[str(item.get("check") or item.get("requirement"))] = str(item["reason"])
+        reason = str(item["reason"])
+        if item.get("link"):
+            reason += f" ({item['link']})"
+        entries[str(item.get("check") or item.get("requirement"))] = reason
     return entries
 
 

@@ -61,8 +61,14 @@ def test_redacted_config_hides_tokens() -> None:
 
 def test_expected_failures_need_reasons(tmp_path) -> None:
     file = tmp_path / "xf.yaml"
-    file.write_text("- check: fork.idempotent_retry\n  reason: tracked in issue 7\n- requirement: ERR-MEDIA-001\n  reason: proxy\n")
-    assert load_expected_failures(str(file)) == {"fork.idempotent_retry": "tracked in issue 7", "ERR-MEDIA-001": "proxy"}
+    file.write_text(
+        "- check: fork.idempotent_retry\n  reason: keys land in 2.3\n  link: https://tracker.example/7\n"
+        "- requirement: ERR-MEDIA-001\n  reason: proxy\n"
+    )
+    assert load_expected_failures(str(file)) == {
+        "fork.idempotent_retry": "keys land in 2.3 (https://tracker.example/7)",
+        "ERR-MEDIA-001": "proxy",
+    }
     file.write_text("- check: fork.idempotent_retry\n")
     with pytest.raises(ConfigError, match="reason"):
         load_expected_failures(str(file))
