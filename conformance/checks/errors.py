@@ -40,6 +40,10 @@ def malformed_bodies(ctx: CheckContext) -> None:
         (f"/sessions/{sid}/fork", {"cut": {"mode": "latest"}, "target_session_id": 7}),
         (f"/sessions/{sid}/fork", {"cut": {"mode": "latest"}, "header": {"name": 1}, "target_session_id": target}),
     ]
+    too_deep: Any = {}
+    for _ in range(300):
+        too_deep = {"d": too_deep}
+    mistyped.append((f"{turn_path}/records", {"records": [{"type": "message", "content": too_deep}]}))
     for path, body in mistyped:
         response = ctx.alice.post(path, json=body)
         ctx.expect_status(response, 422, "invalid-request")

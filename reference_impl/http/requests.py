@@ -110,8 +110,7 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
-    if _has_lone_surrogate(body):
-        raise MalformedJson("the body holds a string that is not valid Unicode (a lone surrogate)")
+    _check_text_and_depth(body)
     try:
         errors = sorted(
             spec.validator(schema_file).iter_errors(body), key=lambda e: [str(p) for p in e.path]
@@ -125,20 +124,26 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
     return body
 
 
-def _has_lone_surrogate(value: Any) -> bool:
-    """JSON may escape half of a surrogate pair; such a string is not text and cannot be stored."""
-    stack = [value]
+MAX_NESTING = 256
+
+
+def _check_text_and_depth(value: Any) -> None:
+    """Refuse what parses but cannot be stored and read back safely.
+
+    JSON may escape half of a surrogate pair: such a string is not text. Very deep nesting parses,
+    but serialising it again could exhaust the interpreter's recursion limit on the way out.
+    """
+    stack = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
             if any("\ud800" <= char <= "\udfff" for char in item):
-                return True
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return False
+                raise MalformedJson("the body holds a string that is not valid Unicode (a lone surrogate)")
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_NESTING:
+                raise InvalidRequest(f"the body is nested deeper than {MAX_NESTING} levels")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
 
 
 def _finite_float(text: str) -> float:
