@@ -34,7 +34,7 @@ from reference_impl.errors import (
 )
 from reference_impl.settings import Limits
 from reference_impl.store import Store, Transaction
-from reference_impl.store.rows import ChainLink, LineageRow, Segment, SessionRow, TurnRow
+from reference_impl.store.rows import ChainLink, LeaseRow, LineageRow, Segment, SessionRow, TurnRow
 from reference_impl.store.store import IntegrityError, StorageError
 
 SPEC_CAPABILITIES = ("fork", "effective-transcript", "lineage", "idempotency", "writer-lease")
@@ -122,6 +122,16 @@ class LineageService:
     def can_read(principal: str, session: SessionRow) -> bool:
         return session.owner == principal
 
+    def _writable_session(
+        self, tx: Transaction, principal: str, session_id: str, lease_id: str | None
+    ) -> SessionRow:
+        """The session a write goes to, after visibility and writer-lease checks (one statement)."""
+        found = tx.session_for_write(session_id)
+        if found is None or not self.can_read(principal, found[0]):
+            raise NotFound(f"session {session_id!r} not found")
+        self._check_writer(found[1], session_id, lease_id)
+        return found[0]
+
     def _visible_session(self, tx: Transaction, principal: str, session_id: str) -> SessionRow:
         session = tx.session(session_id)
         if session is None or not self.can_read(principal, session):
@@ -166,8 +176,7 @@ class LineageService:
         turn_id = body.get("turn_id") or new_id()
         try:
             with self.store.write() as tx:
-                self._visible_session(tx, principal, session_id)
-                self._check_writer(tx, session_id, lease_id)
+                self._writable_session(tx, principal, session_id, lease_id)
                 slot = tx.claim_turn_slot(session_id, turn_id)
                 if slot is None:
                     raise TurnInProgress(f"session {session_id!r} already has a running turn")
@@ -216,8 +225,7 @@ class LineageService:
                 )
         created_at = timestamp(utcnow())
         with self.store.write() as tx:
-            self._visible_session(tx, principal, session_id)
-            self._check_writer(tx, session_id, lease_id)
+            self._writable_session(tx, principal, session_id, lease_id)
             turn = self._own_turn(tx, session_id, turn_id)
             if turn.status != "running":
                 raise TurnNotRunning(f"turn {turn_id!r} is {turn.status}")
@@ -285,8 +293,7 @@ class LineageService:
     ) -> dict[str, Any]:
         finished_at = timestamp(utcnow())
         with self.store.write() as tx:
-            self._visible_session(tx, principal, session_id)
-            self._check_writer(tx, session_id, lease_id)
+            self._writable_session(tx, principal, session_id, lease_id)
             turn = self._own_turn(tx, session_id, turn_id)
             if turn.status != "running":
                 raise TurnNotRunning(f"turn {turn_id!r} is {turn.status}")
@@ -308,9 +315,8 @@ class LineageService:
         )
 
     # ---------------------------------------------------------------- writer leases
-    def _check_writer(self, tx: Transaction, session_id: str, lease_id: str | None) -> None:
+    def _check_writer(self, lease: LeaseRow | None, session_id: str, lease_id: str | None) -> None:
         """While a lease is held only its holder writes; a named lease must still be held."""
-        lease = tx.lease(session_id)
         active = lease is not None and lease.expires_at > timestamp(utcnow())
         if lease_id is None:
             if active:

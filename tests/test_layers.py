@@ -72,3 +72,9 @@ def test_linked_fuzzing_alone_catches_a_fault_behind_a_sequence(tmp_path) -> Non
 
     app = rewrite_responses(reference_app(settings(tmp_path)), crash_on_existing_sessions)
     assert "ERR-NO-5XX-001" in failed_requirements(app, "fuzz.generated_stateful")
+
+
+def test_vector_checks_alone_catch_leaking_cutoffs(tmp_path) -> None:
+    """The JSON vectors of fixtures/lineage are checks too: a leaking cutoff fails them."""
+    app = MUTANTS["cutoff_ignored"].build(settings(tmp_path))
+    assert {"XS-EFFECTIVE-001", "FORK-SNAPSHOT-001"} & failed_requirements(app, "vectors")

@@ -103,6 +103,7 @@ def generated_stateful_sequences(ctx: CheckContext) -> None:
     headers = {"Authorization": f"Bearer {ctx.config.tokens[0]}"}
     checks = _checks()
     base = _schema().as_state_machine()
+    lease_ttl = ctx.limits.get("max_lease_seconds", 300)
 
     class Linked(base):  # type: ignore[misc, valid-type]
         def before_call(self, case: Any) -> None:
@@ -111,6 +112,8 @@ def generated_stateful_sequences(ctx: CheckContext) -> None:
             if isinstance(case.body, dict):
                 for field in CLIENT_CHOSEN_IDS:
                     case.body.pop(field, None)
+                if "ttl_seconds" in case.body:  # a lease expiring mid-sequence would change later answers
+                    case.body["ttl_seconds"] = lease_ttl
             if case.headers:
                 for header in CLIENT_CHOSEN_HEADERS:
                     case.headers.pop(header, None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -36,15 +36,19 @@ log = logging.getLogger("reference_impl")
 ROUND_TRIPS_HEADER = "Storage-Round-Trips"
 
 
-class RoundTripHeader:
-    """ASGI middleware: counts the storage round trips of each request into a header."""
+class OutermostLayer:
+    """ASGI middleware around everything else: the round-trip header, and the 500 problem.
 
-    def __init__(self, app: ASGIApp, enabled: bool) -> None:
+    An unexpected failure is rendered here, inside the counting, so even that answer carries
+    `Storage-Round-Trips` and is problem+json.
+    """
+
+    def __init__(self, app: ASGIApp, count_round_trips: bool) -> None:
         self.app = app
-        self.enabled = enabled
+        self.count_round_trips = count_round_trips
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self.enabled:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         counter = diagnostics.start_counting()
@@ -54,14 +58,15 @@ class RoundTripHeader:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                headers = list(message.get("headers", []))
-                headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
-                message = {**message, "headers": headers}
+                if self.count_round_trips:
+                    headers = list(message.get("headers", []))
+                    headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
+                    message = {**message, "headers": headers}
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_count)
-        except Exception as exc:  # even an unexpected failure answers a counted problem
+        except Exception as exc:
             log.exception("unexpected error", exc_info=exc)
             if started:
                 raise
@@ -203,11 +208,6 @@ async def _storage_error(request: Request, exc: Exception) -> Response:
     return problem("unavailable", "storage is unavailable; retry later", {"Retry-After": "1"})
 
 
-async def _unexpected(request: Request, exc: Exception) -> Response:
-    log.exception("unexpected error", exc_info=exc)
-    return problem("internal", "internal server error")
-
-
 def build_app(service: LineageService, settings: Settings) -> Starlette:
     """The ASGI application around a ready service (used by tests that swap layers)."""
     api = Api(service, settings)
@@ -231,12 +231,10 @@ def build_app(service: LineageService, settings: Settings) -> Starlette:
         exception_handlers={
             DomainError: _domain_error,
             HTTPException: _http_error,
-            OperationalError: _storage_error,
             DBAPIError: _storage_error,
-            Exception: _unexpected,
         },
     )
-    app.add_middleware(RoundTripHeader, enabled=settings.query_count_diagnostics)
+    app.add_middleware(OutermostLayer, count_round_trips=settings.query_count_diagnostics)
     app.state.service = service
     return app
 

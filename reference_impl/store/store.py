@@ -194,6 +194,31 @@ class Transaction:
         row = self.conn.execute(query).mappings().first()
         return _session_from(row) if row else None
 
+    def session_for_write(self, session_id: str) -> tuple[SessionRow, LeaseRow | None] | None:
+        """The session and its writer lease (held or expired), in the one statement a write needs."""
+        leases = t.session_leases
+        query = (
+            select(
+                *_SESSION_COLUMNS,
+                leases.c.lease_id.label("w_lease_id"),
+                leases.c.principal.label("w_principal"),
+                leases.c.expires_at.label("w_expires_at"),
+            )
+            .select_from(
+                t.sessions.outerjoin(
+                    t.session_lineage, t.session_lineage.c.session_id == t.sessions.c.session_id
+                ).outerjoin(leases, leases.c.session_id == t.sessions.c.session_id)
+            )
+            .where(t.sessions.c.session_id == session_id)
+        )
+        row = self.conn.execute(query).mappings().first()
+        if row is None:
+            return None
+        lease = None
+        if row["w_lease_id"] is not None:
+            lease = LeaseRow(session_id, row["w_lease_id"], row["w_principal"], row["w_expires_at"])
+        return _session_from(row), lease
+
     def turn(self, turn_id: str) -> TurnRow | None:
         row = self.conn.execute(select(t.turns).where(t.turns.c.turn_id == turn_id)).mappings()
         first = row.first()
@@ -311,12 +336,6 @@ class Transaction:
         return result.rowcount == 1
 
     # ---------------------------------------------------------------- writer leases
-    def lease(self, session_id: str) -> LeaseRow | None:
-        row = self.conn.execute(
-            select(t.session_leases).where(t.session_leases.c.session_id == session_id)
-        ).mappings().first()
-        return LeaseRow(**row) if row else None
-
     def take_expired_lease(self, session_id: str, lease: dict[str, Any], now: str) -> bool:
         """Take over a lease whose holder let it expire; False when none expired."""
         result = self.conn.execute(

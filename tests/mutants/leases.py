@@ -33,7 +33,8 @@ def lease_checked_then_taken(settings: Settings) -> ASGIApp:
             if body.get("lease_id") is not None:
                 return super().acquire_lease(principal, session_id, body)
             with self.store.read() as tx:
-                held = tx.lease(session_id)
+                found = tx.session_for_write(session_id)
+                held = found[1] if found else None
             if held is not None and held.expires_at > timestamp(utcnow()):
                 raise WriterConflict(f"another writer holds the lease of session {session_id!r}")
             time.sleep(0.005)  # the window between the check and the write
@@ -50,7 +51,7 @@ def lease_checked_then_taken(settings: Settings) -> ASGIApp:
 @mutant("LEASE-ENFORCE-001", description="Leases are granted but writes never check them", select=("leases.holder_only_writes",))
 def writes_ignore_leases(settings: Settings) -> ASGIApp:
     class Service(LineageService):
-        def _check_writer(self, tx: Transaction, session_id: str, lease_id: str | None) -> None:
+        def _check_writer(self, lease: LeaseRow | None, session_id: str, lease_id: str | None) -> None:
             return None
 
     return app_with_service(settings, Service)
@@ -59,9 +60,12 @@ def writes_ignore_leases(settings: Settings) -> ASGIApp:
 @mutant("LEASE-EXPIRY-001", description="A lease never expires", select=("leases.lease_expires",))
 def leases_never_expire(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def lease(self, session_id: str) -> LeaseRow | None:
-            row = super().lease(session_id)
-            return None if row is None else LeaseRow(row.session_id, row.lease_id, row.principal, "9999-12-31T23:59:59.999999Z")
+        def session_for_write(self, session_id: str) -> Any:
+            found = super().session_for_write(session_id)
+            if found is None or found[1] is None:
+                return found
+            held = found[1]
+            return found[0], LeaseRow(held.session_id, held.lease_id, held.principal, "9999-12-31T23:59:59.999999Z")
 
         def take_expired_lease(self, session_id: str, lease: dict[str, Any], now: str) -> bool:
             return False
@@ -73,8 +77,8 @@ def leases_never_expire(settings: Settings) -> ASGIApp:
 def release_keeps_lease(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def delete_lease(self, session_id: str, lease_id: str, now: str) -> bool:
-            held = self.lease(session_id)
-            return held is not None and held.lease_id == lease_id
+            found = self.session_for_write(session_id)
+            return found is not None and found[1] is not None and found[1].lease_id == lease_id
 
     return app_with_transaction(settings, Tx)
 
