@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference_impl.service import LineageService
+from reference_impl.services import Services, build_services
+from reference_impl.settings import Settings
 from reference_impl.settings import Limits
 from reference_impl.store import Store
 from reference_impl.store.engine import make_engine, migrate
@@ -30,7 +31,7 @@ class Database:
     url: str
     engine: Engine
     store: Store
-    service: LineageService
+    services: Services
 
     def size_bytes(self) -> int:
         """Bytes the data occupies: SQLite pages after a checkpoint, or PostgreSQL relations."""
@@ -108,7 +109,7 @@ def _open(kind: str, url: str, limits: Limits) -> Iterator[Database]:
         migrate(engine)
         meter.instrument(engine)
         store = Store(engine)
-        yield Database(kind, url, engine, store, LineageService(store, limits))
+        yield Database(kind, url, engine, store, build_services(store, Settings(limits=limits)))
     finally:
         engine.dispose()
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reference_impl.errors import NotFound, UnknownTurn
-from reference_impl.service import new_id
+from reference_impl.services.common import new_id
 from reference_impl.store import Store
 from sqlalchemy import text
 

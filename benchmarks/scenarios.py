@@ -50,9 +50,9 @@ def prepare_sources(db: Database, config: Config) -> list[Source]:
     """One source session per configured size, all in the same database."""
     sources = []
     for turns in config.fork_source_turns:
-        session_id = seed.new_session(db.service, f"source-{turns}")
+        session_id = seed.new_session(db.services, f"source-{turns}")
         seeded = seed.add_turns(
-            db.service, session_id, turns, config.records_per_turn, config.record_content_bytes
+            db.services, session_id, turns, config.records_per_turn, config.record_content_bytes
         )
         sources.append(Source(session_id, turns, turns * config.records_per_turn, seeded.turn_ids))
     return sources
@@ -64,7 +64,7 @@ def fork_cost(db: Database, sources: list[Source], config: Config) -> dict[str, 
     latest = {"mode": "latest"}
     rows = []
     for source in sources:
-        reference = partial(seed.fork_latest, db.service, source.session_id)
+        reference = partial(seed.fork_latest, db.services, source.session_id)
         copy = partial(copier.fork, PRINCIPAL, source.session_id, latest)
         lineage_child, lineage_cost = measure(reference)
         copy_child, copy_cost = measure(copy)
@@ -72,8 +72,8 @@ def fork_cost(db: Database, sources: list[Source], config: Config) -> dict[str, 
         lineage = _cost(lineage_cost, lineage_seconds)
         copied = _cost(copy_cost, copy_seconds)
         same = seed.transcript_contents(
-            db.service, lineage_child, config.limits.max_page_size
-        ) == seed.transcript_contents(db.service, copy_child, config.limits.max_page_size)
+            db.services, lineage_child, config.limits.max_page_size
+        ) == seed.transcript_contents(db.services, copy_child, config.limits.max_page_size)
         rows.append(
             {
                 "source_turns": source.turns,
@@ -98,7 +98,7 @@ def fork_point(db: Database, sources: list[Source], config: Config) -> dict[str,
         target_index = source.turns // 2
         target = source.turn_ids[target_index]
         body = {"cut": {"mode": "through", "turn_id": target}}
-        fork = partial(db.service.fork, PRINCIPAL, source.session_id, body, None)
+        fork = partial(db.services.fork.fork, PRINCIPAL, source.session_id, body, None)
         lookup = partial(_lookup_turn, db, target)
         scan = partial(finder.find, source.session_id, target)
         _, fork_cost_ = measure(fork)
@@ -136,7 +136,7 @@ def transcript_depth(db: Database, config: Config) -> dict[str, Any]:
     """Reference read (chain CTE + one records query) vs one query per ancestor, by depth."""
     depth = max(config.transcript_depths)
     sessions = seed.chain(
-        db.service,
+        db.services,
         depth,
         config.turns_per_chain_session,
         config.records_per_turn,
@@ -147,7 +147,7 @@ def transcript_depth(db: Database, config: Config) -> dict[str, Any]:
     rows = []
     for level in config.transcript_depths:
         session_id = sessions[level]
-        reference = partial(db.service.transcript, PRINCIPAL, session_id, None, size)
+        reference = partial(db.services.transcript.transcript, PRINCIPAL, session_id, None, size)
         per_ancestor = partial(reader.read, PRINCIPAL, session_id)
         page, reference_cost = measure(reference)
         records, peer_cost = measure(per_ancestor)
@@ -209,7 +209,7 @@ def page_position(db: Database, config: Config) -> dict[str, Any]:
     sessions = config.page_chain_depth + 1
     turns = config.page_transcript_records // sessions // config.page_records_per_turn
     chain = seed.chain(
-        db.service,
+        db.services,
         config.page_chain_depth,
         turns,
         config.page_records_per_turn,
@@ -224,7 +224,7 @@ def page_position(db: Database, config: Config) -> dict[str, Any]:
     for name, number in positions.items():
         cursor = cursors[number]
         offset = number * config.page_size
-        by_cursor = partial(db.service.transcript, PRINCIPAL, session_id, cursor, config.page_size)
+        by_cursor = partial(db.services.transcript.transcript, PRINCIPAL, session_id, cursor, config.page_size)
         by_offset = partial(pager.page, PRINCIPAL, session_id, offset, config.page_size)
         page, cursor_cost = measure(by_cursor)
         records, offset_cost = measure(by_offset)
@@ -275,7 +275,7 @@ def _page_cursors(db: Database, session_id: str, size: int) -> list[str | None]:
     """The cursor that opens each page of the transcript (None for the first)."""
     cursors: list[str | None] = [None]
     while True:
-        page = db.service.transcript(PRINCIPAL, session_id, cursors[-1], size)
+        page = db.services.transcript.transcript(PRINCIPAL, session_id, cursors[-1], size)
         if not page.has_more:
             return cursors
         cursors.append(page.next_cursor)
@@ -306,9 +306,9 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
     with backend.database(config.limits) as db:
         baseline = db.size_bytes()
         baseline_tables = db.table_bytes()
-        parent = seed.new_session(db.service, "parent")
+        parent = seed.new_session(db.services, "parent")
         seeded = seed.add_turns(
-            db.service,
+            db.services,
             parent,
             config.storage_parent_turns,
             config.records_per_turn,
@@ -324,12 +324,12 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
                 child = copier.fork(PRINCIPAL, parent, cut)
             else:
                 child = str(
-                    db.service.fork(PRINCIPAL, parent, {"cut": cut}, None).body["session"][
+                    db.services.fork.fork(PRINCIPAL, parent, {"cut": cut}, None).body["session"][
                         "session_id"
                     ]
                 )
             own = seed.add_turns(
-                db.service,
+                db.services,
                 child,
                 1,
                 config.records_per_turn,
@@ -345,7 +345,7 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
         with db.engine.connect() as conn:
             stored = conn.execute(text("SELECT COUNT(*) FROM records")).scalar_one()
         transcripts = [
-            seed.transcript_contents(db.service, child, config.limits.max_page_size)
+            seed.transcript_contents(db.services, child, config.limits.max_page_size)
             for child in branches
         ]
     return {

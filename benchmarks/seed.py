@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from reference_impl.service import LineageService
+from reference_impl.services import Services
 
 from benchmarks.backend import PRINCIPAL
 
@@ -36,7 +36,7 @@ class Seeded:
 
 
 def add_turns(
-    service: LineageService,
+    services: Services,
     session_id: str,
     turns: int,
     records_per_turn: int,
@@ -48,49 +48,49 @@ def add_turns(
     total = 0
     for number in range(first_label, first_label + turns):
         role = "user" if number % 2 == 0 else "assistant"
-        turn = service.start_turn(PRINCIPAL, session_id, {"role": role})
+        turn = services.sessions.start_turn(PRINCIPAL, session_id, {"role": role})
         remaining = records_per_turn
         record = 0
         while remaining > 0:
-            batch = min(remaining, service.limits.max_records_per_append)
+            batch = min(remaining, services.sessions.limits.max_records_per_append)
             items = [
                 {"type": "message", "content": content(number, record + offset, record_bytes)}
                 for offset in range(batch)
             ]
             total += sum(len(encoded(item["content"])) for item in items)
-            service.append_records(PRINCIPAL, session_id, turn["turn_id"], {"records": items})
+            services.sessions.append_records(PRINCIPAL, session_id, turn["turn_id"], {"records": items})
             remaining -= batch
             record += batch
-        service.finish_turn(PRINCIPAL, session_id, turn["turn_id"], {"status": "completed"})
+        services.sessions.finish_turn(PRINCIPAL, session_id, turn["turn_id"], {"status": "completed"})
         turn_ids.append(turn["turn_id"])
     return Seeded(turn_ids, total)
 
 
-def new_session(service: LineageService, name: str) -> str:
+def new_session(services: Services, name: str) -> str:
     """A fresh root session owned by the benchmark principal."""
-    return str(service.create_session(PRINCIPAL, {"name": name})["session_id"])
+    return str(services.sessions.create_session(PRINCIPAL, {"name": name})["session_id"])
 
 
-def fork_latest(service: LineageService, source_id: str) -> str:
+def fork_latest(services: Services, source_id: str) -> str:
     """A reference child inheriting every completed turn of the source."""
-    outcome = service.fork(PRINCIPAL, source_id, {"cut": {"mode": "latest"}}, None)
+    outcome = services.fork.fork(PRINCIPAL, source_id, {"cut": {"mode": "latest"}}, None)
     return str(outcome.body["session"]["session_id"])
 
 
 def chain(
-    service: LineageService,
+    services: Services,
     depth: int,
     turns_per_session: int,
     records_per_turn: int,
     record_bytes: int,
 ) -> list[str]:
     """Sessions at depths 0..depth, each forked at the latest turn of the one before, with turns."""
-    sessions = [new_session(service, "chain-0")]
-    add_turns(service, sessions[0], turns_per_session, records_per_turn, record_bytes)
+    sessions = [new_session(services, "chain-0")]
+    add_turns(services, sessions[0], turns_per_session, records_per_turn, record_bytes)
     for level in range(1, depth + 1):
-        child = fork_latest(service, sessions[-1])
+        child = fork_latest(services, sessions[-1])
         add_turns(
-            service,
+            services,
             child,
             turns_per_session,
             records_per_turn,
@@ -101,12 +101,12 @@ def chain(
     return sessions
 
 
-def transcript_contents(service: LineageService, session_id: str, page_size: int) -> list[str]:
+def transcript_contents(services: Services, session_id: str, page_size: int) -> list[str]:
     """The effective transcript as record contents, page by page: copies change ids, not content."""
     contents: list[str] = []
     cursor = None
     while True:
-        page = service.transcript(PRINCIPAL, session_id, cursor, page_size)
+        page = services.transcript.transcript(PRINCIPAL, session_id, cursor, page_size)
         contents.extend(encoded(record["content"]).decode() for record in page.records)
         if not page.has_more:
             return contents

@@ -255,7 +255,9 @@ class ApiClient:
         headers: dict[str, str] | None = None,
         params: dict[str, Any] | None = None,
         validate_response: bool = True,
+        repeated_headers: list[tuple[str, str]] | None = None,
     ) -> Response:
+        """Send one request; `repeated_headers` are sent after the others, even when a name repeats."""
         request_headers: dict[str, str] = {"Accept": "application/json, application/problem+json"}
         if self.token is not None:
             request_headers["Authorization"] = f"Bearer {self.token}"
@@ -269,7 +271,9 @@ class ApiClient:
         started = time.perf_counter()
         for attempt in range(READ_RETRIES + 1):
             try:
-                answer = self._http.request(method, url, content=content, headers=request_headers)
+                answer = self._http.request(
+                    method, url, content=content, headers=[*request_headers.items(), *(repeated_headers or [])]
+                )
             except httpx.TransportError as exc:
                 raise TargetUnreachable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
             wait = _retry_after(answer) if method.upper() == "GET" and attempt < READ_RETRIES else None
@@ -280,7 +284,7 @@ class ApiClient:
         exchange = Exchange(
             method=method.upper(),
             url=url,
-            request_headers=request_headers,
+            request_headers={**request_headers, **dict(repeated_headers or [])},
             request_body=content,
             status=answer.status_code,
             response_headers=dict(answer.headers),

@@ -16,7 +16,8 @@ from conformance.embedded import reference_server, serve_app
 from conformance.results import Outcome, Verdict
 from conformance.runner import run
 from reference_impl.http.app import build_app
-from reference_impl.service import LineageService
+from reference_impl.services import build_services, part_name
+from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
@@ -26,13 +27,14 @@ TOKENS = {"two-alice": "alice", "two-bob": "bob"}
 AUTH = {"Authorization": "Bearer two-alice"}
 
 
-def two_store_app(tmp_path, transaction: type[Transaction] = Transaction, service: type[LineageService] = LineageService) -> Any:
+def two_store_app(tmp_path, transaction: type[Transaction] = Transaction, *service_parts: type) -> Any:
     core, records = make_engine(f"sqlite:///{tmp_path / 'core.db'}"), make_engine(f"sqlite:///{tmp_path / 'records.db'}")
     migrate(core)
     migrate(records, records_only=True)
 
     settings = Settings(tokens=TOKENS)
-    return build_app(service(Store(core, records, transaction), settings.limits), settings)
+    overrides = {part_name(cls): cls for cls in service_parts}
+    return build_app(build_services(Store(core, records, transaction), settings, overrides), settings)
 
 
 def conversation(http: httpx.Client, turns: int = 2) -> str:
@@ -73,7 +75,7 @@ def test_lagging_records_store_answers_503_never_a_short_transcript(tmp_path) ->
 
 
 def test_the_lag_test_catches_a_server_that_serves_short_transcripts(tmp_path) -> None:
-    class TrustingService(LineageService):
+    class TrustingService(TranscriptService):
         @staticmethod
         def _require_complete(*args: Any) -> None:
             return None

@@ -35,6 +35,11 @@ def credentials_required(ctx: CheckContext) -> None:
     for header in ("Bearer unknown-token-" + ctx.new_id("t"), "Basic YWxpY2U6c2VjcmV0", "Bearer", "Token abc"):
         response = ctx.anonymous.get(f"/sessions/{sid}", headers={"Authorization": header})
         ctx.expect_status(response, 401, "unauthenticated")
+    alice, bob = (f"Bearer {client.token}" for client in (ctx.alice, ctx.bob))
+    for pair in ((alice, bob), (alice, alice), (bob, alice)):  # which would count? neither
+        response = ctx.anonymous.get(f"/sessions/{sid}", repeated_headers=[("Authorization", value) for value in pair])
+        ctx.expect(response.status == 401, f"two Authorization headers answered {response.status}, expected 401")
+        ctx.expect_status(response, 401, "unauthenticated")
 
 
 @check("AUTH-HIDE-001", title="Another principal's session answers exactly like a missing one")

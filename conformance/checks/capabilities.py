@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import spec
 from conformance.context import CheckContext
 from conformance.registry import check
 
 CORE = ("fork", "effective-transcript", "lineage", "idempotency")
+# Optional names and the `diagnostics` flag each must agree with.
+DIAGNOSTIC_NAMES = {"diagnostics.query-count": "query_count", "diagnostics.write-count": "write_count"}
+# The smallest limits every server supports (CAP-LIMITS-001): the suite can exercise them all.
+MINIMUM_LIMITS = {
+    "max_lineage_depth": 5,
+    "max_page_size": 10,
+    "max_records_per_append": 3,
+    "max_record_bytes": 1024,
+    "max_request_bytes": 16384,
+    "idempotency_key_lifetime_seconds": 1,
+}
 
 
 @check("CAP-DOC-001", "CAP-VERSION-001", title="The discovery document states version, capabilities and limits")
@@ -24,6 +37,12 @@ def discovery_document(ctx: CheckContext) -> None:
         "default_page_size exceeds max_page_size",
         "CAP-DOC-001",
     )
+    if "writer-lease" in document["capabilities"]:
+        ctx.expect(
+            isinstance(limits.get("max_lease_seconds"), int),
+            "a server that advertises writer-lease states max_lease_seconds in its limits",
+            "CAP-DOC-001",
+        )
 
 
 @check("CAP-PUBLIC-001", title="The discovery document needs no credentials")
@@ -32,13 +51,65 @@ def discovery_without_credentials(ctx: CheckContext) -> None:
     ctx.expect_status(response, 200)
 
 
-@check("CAP-NAMES-001", title="The core capabilities are listed by name")
+@check("CAP-NAMES-001", title="Capabilities are listed by name, optional ones exactly when offered")
 def core_capability_names(ctx: CheckContext) -> None:
     names = set(ctx.capabilities["capabilities"])
     missing = [name for name in CORE if name not in names]
     ctx.expect(not missing, f"capabilities missing: {', '.join(missing)}")
-    advertised = ctx.capabilities["diagnostics"]["query_count"]
-    ctx.expect(
-        ("diagnostics.query-count" in names) == advertised,
-        "'diagnostics.query-count' must be listed exactly when diagnostics.query_count is true",
-    )
+    diagnostics = ctx.capabilities.get("diagnostics", {})
+    for name, flag in DIAGNOSTIC_NAMES.items():
+        advertised = bool(diagnostics.get(flag, False))
+        ctx.expect(
+            (name in names) == advertised,
+            f"'{name}' must be listed exactly when diagnostics.{flag} is true "
+            f"(listed: {name in names}, diagnostics.{flag}: {advertised})",
+        )
+
+
+@check("CAP-LIMITS-001", title="Every advertised limit is at least the spec's minimum")
+def minimum_limits(ctx: CheckContext) -> None:
+    limits: dict[str, Any] = ctx.limits
+    below = []
+    for name, minimum in MINIMUM_LIMITS.items():
+        value = limits.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            below.append(f"{name} is {value!r}, the minimum is {minimum}")
+    default = limits.get("default_page_size")
+    if not isinstance(default, int) or not 1 <= default <= (limits.get("max_page_size") or 0):
+        below.append(f"default_page_size {default!r} is not between 1 and max_page_size")
+    record, request = limits.get("max_record_bytes"), limits.get("max_request_bytes")
+    if isinstance(record, int) and isinstance(request, int) and request < record + 1024:
+        below.append(f"max_request_bytes {request} cannot carry one record of max_record_bytes {record} (needs {record + 1024})")
+    if ctx.has("writer-lease"):
+        lease = limits.get("max_lease_seconds")
+        if not isinstance(lease, int) or lease < 2:
+            below.append(f"max_lease_seconds is {lease!r}, the minimum is 2")
+    ctx.expect(not below, "; ".join(below))
+
+
+OPTIONAL_OPERATIONS = {
+    "writer-lease": [("POST", "/sessions/{sid}/lease", {"ttl_seconds": 2}), ("DELETE", "/sessions/{sid}/lease", None)],
+}
+
+
+@check("CAP-UNADVERTISED-001", title="Operations of a capability the server does not offer answer 404 or 405")
+def unadvertised_operations(ctx: CheckContext) -> None:
+    absent = [name for name in OPTIONAL_OPERATIONS if not ctx.has(name)]
+    if not absent:
+        from conformance.errors import Unsupported
+
+        raise Unsupported("not applicable: the target advertises every optional capability with operations")
+    sid = ctx.create_session()["session_id"]
+    for name in absent:
+        for method, template, body in OPTIONAL_OPERATIONS[name]:
+            path = template.format(sid=sid)
+            response = ctx.alice.request(method, path, json=body) if body is not None else ctx.alice.request(method, path)
+            ctx.expect(
+                response.status in (404, 405),
+                f"{method} {path} answered {response.status} although '{name}' is not advertised; expected 404 or 405",
+            )
+            ctx.expect_status(response, (404, 405))
+    # nothing changed: writes need no lease header, as on a server that never heard of leases
+    turn = ctx.start_turn(sid)
+    ctx.append(sid, turn["turn_id"], 1)
+    ctx.finish(sid, turn["turn_id"])

@@ -40,13 +40,18 @@ def malformed_bodies(ctx: CheckContext) -> None:
         (f"/sessions/{sid}/fork", {"cut": {"mode": "latest"}, "target_session_id": 7}),
         (f"/sessions/{sid}/fork", {"cut": {"mode": "latest"}, "header": {"name": 1}, "target_session_id": target}),
     ]
-    too_deep: Any = {}
-    for _ in range(300):
-        too_deep = {"d": too_deep}
-    mistyped.append((f"{turn_path}/records", {"records": [{"type": "message", "content": too_deep}]}))
     for path, body in mistyped:
         response = ctx.alice.post(path, json=body)
         ctx.expect_status(response, 422, "invalid-request")
+    for levels in (254, 300, 1_000, 5_000):  # content nested `levels` deep: the body is levels + 3 deep
+        raw = b'{"records": [{"type": "message", "content": ' + b'{"d": ' * levels + b"1" + b"}" * levels + b"}]}"
+        response = ctx.alice.post(f"{turn_path}/records", content=raw, headers={"Content-Type": "application/json"})
+        ctx.expect(response.status == 422, f"a body nested {levels + 3} levels deep answered {response.status}, expected 422")
+        ctx.expect_status(response, 422, "invalid-request")
+    at_limit = b'{"records": [{"type": "message", "content": ' + b'{"d": ' * 253 + b"1" + b"}" * 253 + b"}]}"
+    response = ctx.alice.post(f"{turn_path}/records", content=at_limit, headers={"Content-Type": "application/json"})
+    ctx.expect_status(response, 201, None, "ERR-MALFORMED-001")  # exactly 256 levels: accepted
+    before = ctx.walk(sid, "records")
     for raw in (b'{"name": "\\udad9"}', b'{"records": [{"type": "m", "content": {"\\ud800": 1}}]}',
                 b'{"records": [{"type": "m", "content": {"n": 1e999}}]}'):
         for path in ("/sessions", f"{turn_path}/records"):
@@ -117,6 +122,74 @@ def hostile_input(ctx: CheckContext) -> None:
         ctx.alice.get(f"/sessions/{sid}/transcript", params=params)
     for headers in ({"Idempotency-Key": '"\\q"'}, {"Idempotency-Key": "a,b"}, {"Content-Type": "application/json; charset=latin-1"}):
         ctx.alice.post(f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}, headers=headers)
+    ctx.finish(sid, turn_id)
+
+
+@check("ERR-ROUTE-001", title="Paths name operations exactly: no redirects, 404 and 405 as problems")
+def routes(ctx: CheckContext) -> None:
+    sid, turn_id, turn_path = session_with_running_turn(ctx)
+    unknown = [
+        ("GET", "/sessions/"),
+        ("GET", f"/sessions/{sid}/"),
+        ("GET", f"/sessions/{sid}/transcript/"),
+        ("GET", "/capabilities/"),
+        ("POST", f"/sessions/{sid}/turns/"),
+        ("POST", f"/sessions/{sid}/fork/"),
+        ("GET", f"/sessions/{sid}/no-such-resource"),
+        ("GET", "/no/such/route"),
+    ]
+    for method, path in unknown:
+        response = ctx.alice.post(path, json={"cut": {"mode": "latest"}}) if method == "POST" else ctx.alice.get(path)
+        ctx.expect(
+            response.status == 404,
+            f"{method} {path} answered {response.status}"
+            + (f" to {response.header('location')}" if response.header("location") else "")
+            + "; a path naming no operation answers 404, never a redirect",
+        )
+        ctx.expect_status(response, 404, "not-found")
+    for method, path in (("PUT", "/sessions"), ("DELETE", f"{turn_path}/finish"), ("PATCH", f"/sessions/{sid}/transcript")):
+        response = ctx.alice.request(method, path, json={})
+        ctx.expect_status(response, 405, "method-not-allowed")
+        ctx.expect(bool(response.header("allow")), f"{method} {path}: a 405 must list the allowed methods in Allow")
+    ctx.expect_status(ctx.alice.get(f"/sessions/{sid}"), 200)  # and the exact path still works
+    ctx.finish(sid, turn_id)
+
+
+@check("ERR-PRECEDENCE-001", title="When several errors apply, the first in the precedence table answers")
+def error_precedence(ctx: CheckContext) -> None:
+    sid, turn_id, turn_path = session_with_running_turn(ctx)
+    missing = ctx.new_id("missing")
+    json_type = {"Content-Type": "application/json"}
+    oversize = b'{"name": "' + b"x" * (ctx.limits["max_request_bytes"] + 1) + b'"}'
+    cases = [
+        ("credentials before the body", ctx.anonymous.post("/sessions", content=b"{", headers=json_type), 401, "unauthenticated"),
+        ("credentials before the session", ctx.anonymous.get(f"/sessions/{missing}"), 401, "unauthenticated"),
+        ("media type before size", ctx.alice.post("/sessions", content=oversize, headers={"Content-Type": "text/plain"}), 415, "unsupported-media-type"),
+        ("size before syntax", ctx.alice.post("/sessions", content=oversize[:-2], headers=json_type), 413, "payload-too-large"),
+        ("syntax before the schema", ctx.alice.post(f"/sessions/{sid}/turns", content=b'{"role": ', headers=json_type), 400, "malformed-json"),
+        ("request headers before the body", ctx.alice.post(f"/sessions/{sid}/fork", content=b"{", headers={**json_type, "Idempotency-Key": '"a"b"'}), 400, "invalid-idempotency-key"),
+        ("the body before the session", ctx.alice.post(f"/sessions/{missing}/turns", content=b"{", headers=json_type), 400, "malformed-json"),
+        ("the schema before the session", ctx.alice.post(f"/sessions/{missing}/turns", json={"role": "robot"}), 422, "invalid-request"),
+        ("the session before the operation's rules", ctx.alice.post(f"/sessions/{missing}/fork", json={"cut": {"mode": "through", "turn_id": ctx.new_id("t")}}), 404, "not-found"),
+        ("the session before the turn", ctx.bob.post(f"{turn_path}/finish", json={"status": "completed"}), 404, "not-found"),
+    ]
+    for what, response, status, kind in cases:
+        ctx.expect(
+            response.status == status and response.problem_type == f"urn:session-lineage:problem:{kind}",
+            f"{what}: {response.exchange.method} {response.exchange.url} answered {response.status} "
+            f"{response.problem_type}, expected {status} {kind}",
+        )
+    if ctx.has("writer-lease"):  # the writer lease before the operation's own rules
+        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": min(60, ctx.limits.get("max_lease_seconds", 60))})
+        ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
+        second_turn = ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"})  # a turn is running, too
+        ctx.expect(
+            second_turn.status == 409 and second_turn.problem_type == "urn:session-lineage:problem:writer-conflict",
+            f"a write without the held lease to a session with a running turn answered {second_turn.status} "
+            f"{second_turn.problem_type}, expected 409 writer-conflict",
+        )
+        lease_id = lease.json()["lease_id"]
+        ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease_id})
     ctx.finish(sid, turn_id)
 
 

@@ -343,6 +343,20 @@ def key_syntax(ctx: CheckContext) -> None:
             f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}, headers={"Idempotency-Key": good}
         )
         ctx.expect_status(response, 201)
+    for first, retry in (("quoted", "bare"), ("bare", "quoted")):  # `"k"` and `k` are one key
+        key = ctx.new_id(f"same-{first}")
+        forms = {"quoted": f'"{key}"', "bare": key}
+        answers = [
+            ctx.alice.post(f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}, headers={"Idempotency-Key": forms[form]})
+            for form in (first, retry)
+        ]
+        for answer in answers:
+            ctx.expect_status(answer, 201)
+        ctx.expect(
+            answers[1].json() == answers[0].json() and answers[1].header("Idempotency-Replayed") == "true",
+            f"the {first} key {forms[first]} and the {retry} key {forms[retry]} are the same key: the retry must "
+            f"replay the first child, got Idempotency-Replayed {answers[1].header('Idempotency-Replayed')!r}",
+        )
 
 
 @check("FORK-IDEMPOTENT-SCOPE-001", title="Idempotency keys of different principals never collide")

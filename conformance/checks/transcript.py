@@ -142,8 +142,69 @@ def invalid_cursor(ctx: CheckContext) -> None:
     for bad in ["!!!", "not-a-cursor", forged, foreign, valid[: len(valid) // 2] + "A", "c" * 5000]:
         response = ctx.alice.get(f"/sessions/{sid}/transcript", params={"cursor": bad})
         ctx.expect_status(response, 400, "invalid-cursor")
+
+
+def _first_cursor(ctx: CheckContext, session_id: str, kind: str) -> str:
+    response = ctx.alice.get(f"/sessions/{session_id}/{kind}", params={"limit": 1})
+    ctx.expect_status(response, 200, None, "XS-PAGE-001")
+    cursor = response.json().get("next_cursor")
+    ctx.expect(isinstance(cursor, str), f"a page of {kind} with records has next_cursor {cursor!r}", "XS-PAGE-001")
+    return cursor
+
+
+@check("XS-CURSOR-SCOPE-001", title="A cursor belongs to one listing: one kind of read of one session")
+def cursor_scope(ctx: CheckContext) -> None:
+    a, _, _ = ctx.conversation(2)
+    sid = a["session_id"]
     child = ctx.fork_ok(sid, {"mode": "latest"})["session"]["session_id"]
-    records_cursor = ctx.alice.get(f"/sessions/{sid}/records", params={"limit": 1}).json()["next_cursor"]
-    for bad, where in ((valid, child), (records_cursor, sid)):  # the parent's cursor; a /records cursor
-        response = ctx.alice.get(f"/sessions/{where}/transcript", params={"cursor": bad})
+    ctx.run_turn(child, "user", 2)
+    transcript_a, records_a = _first_cursor(ctx, sid, "transcript"), _first_cursor(ctx, sid, "records")
+    transcript_child = _first_cursor(ctx, child, "transcript")
+    cases = [
+        (transcript_a, child, "transcript", "the parent's transcript cursor on the child's transcript"),
+        (transcript_child, sid, "transcript", "the child's transcript cursor on the parent's transcript"),
+        (records_a, sid, "transcript", "a records cursor on the same session's transcript"),
+        (transcript_a, sid, "records", "a transcript cursor on the same session's records"),
+        (records_a, child, "records", "the parent's records cursor on the child's records"),
+    ]
+    for cursor, where, kind, what in cases:
+        response = ctx.alice.get(f"/sessions/{where}/{kind}", params={"cursor": cursor})
+        ctx.expect(response.status == 400, f"{what}: answered {response.status}, expected 400 invalid-cursor")
         ctx.expect_status(response, 400, "invalid-cursor")
+    for cursor, kind in ((transcript_a, "transcript"), (records_a, "records")):  # in its own listing it works
+        ctx.expect_status(ctx.alice.get(f"/sessions/{sid}/{kind}", params={"cursor": cursor}), 200)
+
+
+@check("XS-PAGE-EMPTY-001", title="An empty page ends the walk and hands back the cursor, so a client can poll")
+def empty_page(ctx: CheckContext) -> None:
+    empty = ctx.create_session()["session_id"]
+    for kind in ("transcript", "records"):
+        response = ctx.alice.get(f"/sessions/{empty}/{kind}")
+        ctx.expect_status(response, 200)
+        page = response.json()
+        ctx.expect(
+            (page["records"], page["has_more"], page["next_cursor"]) == ([], False, None),
+            f"{kind} of a session without records: records {len(page['records'])}, has_more "
+            f"{page['has_more']}, next_cursor {page['next_cursor']!r}; expected [], false, null",
+        )
+    source, _, written = ctx.conversation(1, records_per_turn=2)
+    sid = source["session_id"]
+    for kind in ("transcript", "records"):
+        response = ctx.alice.get(f"/sessions/{sid}/{kind}", params={"limit": len(written)})
+        ctx.expect_status(response, 200)
+        cursor = response.json()["next_cursor"]
+        at_end = ctx.alice.get(f"/sessions/{sid}/{kind}", params={"cursor": cursor})
+        ctx.expect_status(at_end, 200)
+        page = at_end.json()
+        ctx.expect(
+            page["records"] == [] and page["has_more"] is False and page["next_cursor"] == cursor,
+            f"{kind} read at its end: records {len(page['records'])}, has_more {page['has_more']}, "
+            f"next_cursor {'the same cursor' if page['next_cursor'] == cursor else repr(page['next_cursor'])}; "
+            "expected no records, false and the request's cursor",
+        )
+        ctx.expect(ctx.keys(page["records"]) == [], "records appeared at the end")
+    _, later = ctx.run_turn(sid, "assistant", 1)
+    for kind in ("transcript", "records"):
+        cursor = ctx.alice.get(f"/sessions/{sid}/{kind}", params={"limit": len(written)}).json()["next_cursor"]
+        polled = ctx.alice.get(f"/sessions/{sid}/{kind}", params={"cursor": cursor}).json()
+        ctx.expect(ctx.keys(polled["records"]) == ctx.keys(later), f"polling {kind} after growth returned {ctx.keys(polled['records'])}")

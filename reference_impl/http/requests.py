@@ -33,8 +33,14 @@ class InvalidIdempotencyKey(DomainError):
 
 
 def principal_of(request: Request, tokens: dict[str, str]) -> str:
-    """The principal a bearer token names; any well-formed token in development mode."""
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    """The principal a bearer token names; any well-formed token in development mode.
+
+    A request carrying more than one Authorization header is refused: which one would count?
+    """
+    values = request.headers.getlist("authorization")
+    if len(values) > 1:
+        raise Unauthenticated("send one Authorization header")
+    scheme, _, token = (values[0] if values else "").partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not TOKEN_PATTERN.match(token):
         raise Unauthenticated("a bearer token is required")
@@ -49,7 +55,7 @@ def path_id(request: Request, name: str) -> str:
     """A path id; one that cannot exist is simply not found."""
     value = request.path_params[name]
     if not ID_PATTERN.match(value):
-        raise NotFound(f"no {name.replace('_', ' ')} {value!r}")
+        raise NotFound(f"no {name.replace('_', ' ')} {value}")
     return value
 
 
@@ -58,7 +64,7 @@ def query_int(request: Request, name: str) -> int | None:
     if raw is None:
         return None
     if not re.fullmatch(r"[0-9]{1,9}", raw):
-        raise InvalidRequest(f"query parameter {name!r} must be a positive integer")
+        raise InvalidRequest(f"query parameter {name} must be a positive integer")
     return int(raw)
 
 
@@ -97,7 +103,7 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
     """The body as JSON, after media type, size and schema checks."""
     media_type = request.headers.get("content-type", "application/json").split(";")[0].strip()
     if media_type.lower() != "application/json" and not media_type.lower().endswith("+json"):
-        raise UnsupportedMediaType(f"expected application/json, got {media_type!r}")
+        raise UnsupportedMediaType(f"expected application/json, got {media_type or 'no media type'}")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise PayloadTooLarge(f"the body exceeds max_request_bytes ({max_bytes})")
@@ -108,7 +114,9 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
             raise PayloadTooLarge(f"the body exceeds max_request_bytes ({max_bytes})")
     try:
         body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+    except RecursionError as exc:  # valid JSON, nested deeper than the parser goes: too deep
+        raise InvalidRequest(f"the body is nested deeper than {MAX_NESTING} levels") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedJson(f"the body is not valid JSON: {exc}") from exc
     _check_text_and_depth(body)
     try:
@@ -118,10 +126,36 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
     except RecursionError as exc:
         raise InvalidRequest("the body is nested too deeply") from exc
     if errors:
-        first = errors[0]
-        where = "/" + "/".join(str(part) for part in first.absolute_path)
-        raise InvalidRequest(f"{where}: {first.message}"[:500])
+        raise InvalidRequest(describe_schema_error(errors[0])[:500])
     return body
+
+
+def describe_schema_error(error: Any) -> str:
+    """A schema violation in words, values written as JSON (jsonschema's messages use Python reprs)."""
+    where = "/" + "/".join(str(part) for part in error.absolute_path)
+    rule, expected, value = error.validator, error.validator_value, error.instance
+    if rule == "required" and isinstance(value, dict):
+        missing = [name for name in expected if name not in value]
+        return f"{where}: missing required field {', '.join(missing)}"
+    if rule == "additionalProperties" and isinstance(value, dict):
+        known = set(error.schema.get("properties", {}))
+        extra = [str(name) for name in value if name not in known]
+        return f"{where}: unknown field {', '.join(extra)}"
+    if rule == "type":
+        return f"{where}: expected {' or '.join(expected) if isinstance(expected, list) else expected}, got {_json_type(value)}"
+    if rule == "enum":
+        return f"{where}: must be one of {', '.join(json.dumps(item) for item in expected)}"
+    return f"{where}: does not satisfy {rule} {json.dumps(expected, default=str)[:200]}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
 
 
 MAX_NESTING = 256

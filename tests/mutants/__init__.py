@@ -1,7 +1,7 @@
 """Deliberately broken variants of the reference server: each must be caught by the suite.
 
 A mutant is a function from `Settings` to an ASGI app. It reuses the reference layers and breaks
-one rule, by subclassing the service or the store transaction, or by wrapping the HTTP app. It
+one rule, by subclassing a chapter's service (or `Access`) or the store transaction, or by wrapping the HTTP app. It
 declares the requirement IDs the suite must then report as failed.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from reference_impl.http.app import build_app
-from reference_impl.service import LineageService
+from reference_impl.services import build_services, part_name
 from reference_impl.settings import Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
@@ -62,17 +62,17 @@ def open_store(settings: Settings, transaction_class: type[Transaction] = Transa
 
 
 def app_with_layers(
-    settings: Settings,
-    service_class: type[LineageService] = LineageService,
-    transaction_class: type[Transaction] = Transaction,
+    settings: Settings, *service_classes: type, transaction_class: type[Transaction] = Transaction
 ) -> ASGIApp:
-    """The reference app with a broken service layer, broken store transactions, or both."""
-    service = service_class(open_store(settings, transaction_class), settings.limits, settings.query_count_diagnostics)
-    return build_app(service, settings)
+    """The reference app with broken service parts (each replaces the part it subclasses: a
+    chapter's service or `Access`), broken store transactions, or both."""
+    overrides = {part_name(cls): cls for cls in service_classes}
+    services = build_services(open_store(settings, transaction_class), settings, overrides)
+    return build_app(services, settings)
 
 
-def app_with_service(settings: Settings, service_class: type[LineageService]) -> ASGIApp:
-    return app_with_layers(settings, service_class=service_class)
+def app_with_service(settings: Settings, *service_classes: type) -> ASGIApp:
+    return app_with_layers(settings, *service_classes)
 
 
 def app_with_transaction(settings: Settings, transaction_class: type[Transaction]) -> ASGIApp:
@@ -80,7 +80,7 @@ def app_with_transaction(settings: Settings, transaction_class: type[Transaction
 
 
 def reference_app(settings: Settings) -> ASGIApp:
-    return app_with_service(settings, LineageService)
+    return app_with_layers(settings)
 
 
 Rewrite = Callable[[dict[str, Any], int, list[tuple[bytes, bytes]], bytes], tuple[int, list[tuple[bytes, bytes]], bytes]]

@@ -7,7 +7,8 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from reference_impl.service import ForkOutcome, LineageService
+from reference_impl.services.fork import ForkOutcome, ForkService
+from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, Segment
@@ -16,7 +17,7 @@ from tests.mutants import app_with_layers, app_with_service, app_with_transactio
 
 @mutant("FORK-IDEMPOTENT-001", "FORK-IDEMPOTENT-CONCURRENT-001", description="Idempotency keys are ignored: every retry creates a new child")
 def fork_not_idempotent(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
             return super().fork(principal, source_id, body, None)
 
@@ -29,12 +30,12 @@ def cutoff_ignored(settings: Settings) -> ASGIApp:
         def records(self, segments: Any, limit: int) -> Any:
             return super().records([Segment(s.session_id, s.after, None) for s in segments], limit)
 
-    class Service(LineageService):
+    class Service(TranscriptService):
         @staticmethod
         def _require_complete(*args: Any) -> None:
             return None  # a naive server trusts whatever the records query returns
 
-    return app_with_layers(settings, Service, Tx)
+    return app_with_layers(settings, Service, transaction_class=Tx)
 
 
 @mutant("DIAG-DEPTH-001", description="The lineage chain is read one ancestor per query (N+1)")
@@ -51,7 +52,7 @@ def one_query_per_ancestor(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-DEPTH-001", description="The maximum lineage depth is not enforced")
 def depth_not_enforced(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
             limits = self.limits
             object.__setattr__(limits, "max_lineage_depth", 10**6)

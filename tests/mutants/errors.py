@@ -15,7 +15,11 @@ from starlette.types import ASGIApp
 
 from reference_impl.errors import DomainError, SessionExists, TargetConflict, TurnInProgress
 from reference_impl.http.app import build_app
-from reference_impl.service import LineageService, Page
+from reference_impl.services import build_services
+from reference_impl.services.access import Access
+from reference_impl.services.common import timestamp
+from reference_impl.services.sessions import SessionsService
+from reference_impl.services.transcript import Page, TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, SessionRow
@@ -72,7 +76,7 @@ def unknown_tokens_accepted(settings: Settings) -> ASGIApp:
 @mutant("AUTH-HIDE-001", select=("authorization.invisible_sessions",),
         description="Ownership is never checked: every principal may read and write every session")
 def sessions_visible_to_everyone(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(Access):
         @staticmethod
         def can_read(principal: str, session: SessionRow) -> bool:
             return True
@@ -83,7 +87,7 @@ def sessions_visible_to_everyone(settings: Settings) -> ASGIApp:
 @mutant("AUTH-HIDE-001", select=("authorization.invisible_sessions",),
         description="Starting a turn checks for a running turn before ownership, so a hidden session answers 409")
 def running_turn_leaks_hidden_session(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
             with self.store.read() as tx:
                 session = tx.session(session_id)
@@ -106,18 +110,18 @@ async def _forbidden(request: Request, exc: Exception) -> Response:
 @mutant("ERR-SCHEMA-001", "AUTH-HIDE-001", select=("authorization.invisible_sessions",),
         description="Another principal's session answers 403 forbidden, a status the spec does not declare")
 def forbidden_instead_of_not_found(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
-        def _visible_session(self, tx: Transaction, principal: str, session_id: str) -> SessionRow:
+    class Service(Access):
+        def visible_session(self, tx: Transaction, principal: str, session_id: str) -> SessionRow:
             session = tx.session(session_id)
             if session is not None and not self.can_read(principal, session):
                 raise Forbidden(f"session {session_id!r} belongs to another principal")
-            return super()._visible_session(tx, principal, session_id)
+            return super().visible_session(tx, principal, session_id)
 
-        def _visible_chain(self, tx: Transaction, principal: str, session_id: str) -> list[ChainLink]:
+        def visible_chain(self, tx: Transaction, principal: str, session_id: str) -> list[ChainLink]:
             chain = tx.chain(session_id, max_hops=self.limits.max_lineage_depth)
             if chain and not all(self.can_read(principal, link.session) for link in chain):
                 raise Forbidden(f"session {session_id!r} belongs to another principal")
-            return super()._visible_chain(tx, principal, session_id)
+            return super().visible_chain(tx, principal, session_id)
 
     app = app_with_service(settings, Service)
     app.add_exception_handler(Forbidden, _forbidden)
@@ -164,7 +168,7 @@ def router_errors_typed_about_blank(settings: Settings) -> ASGIApp:
 @mutant("ERR-TYPE-001", select=("errors.problem_documents",),
         description="A taken session id is reported as target-conflict instead of session-exists")
 def duplicate_session_reported_as_target_conflict(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
             try:
                 return super().create_session(principal, body)
@@ -197,9 +201,9 @@ def content_type_ignored(settings: Settings) -> ASGIApp:
 @mutant("ERR-SIZE-001", select=("errors.oversize_body",),
         description="The advertised max_request_bytes is not enforced on request bodies")
 def request_size_not_enforced(settings: Settings) -> ASGIApp:
-    service = LineageService(open_store(settings), settings.limits, settings.query_count_diagnostics)
+    services = build_services(open_store(settings), settings)
     unbounded = replace(settings, limits=replace(settings.limits, max_request_bytes=1 << 40))
-    return build_app(service, unbounded)
+    return build_app(services, unbounded)
 
 
 @mutant("ERR-NO-5XX-001", select=("errors.hostile_input",),
@@ -233,7 +237,7 @@ def huge_number_crashes_canonicaliser(settings: Settings) -> ASGIApp:
 @mutant("ERR-SCHEMA-001", select=("errors.every_operation_matches_schema",),
         description="GET /sessions/{id} reports created_at as Unix seconds instead of an RFC 3339 string")
 def timestamps_as_epoch_seconds(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def get_session(self, principal: str, session_id: str) -> dict[str, Any]:
             view = super().get_session(principal, session_id)
             return {**view, "created_at": datetime.fromisoformat(view["created_at"]).timestamp()}
@@ -255,7 +259,7 @@ def next_cursor_omitted_on_last_page(settings: Settings) -> ASGIApp:
     def without_final_cursor(page: Page) -> Page:
         return _PageWithoutFinalCursor(page.session_id, page.records, page.has_more, page.next_cursor)
 
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             return without_final_cursor(super().transcript(principal, session_id, cursor, limit))
 
@@ -263,3 +267,109 @@ def next_cursor_omitted_on_last_page(settings: Settings) -> ASGIApp:
             return without_final_cursor(super().own_records(principal, session_id, cursor, limit))
 
     return app_with_service(settings, Service)
+
+
+# ---------------------------------------------------------------- rules made normative in 1.1
+@mutant("ERR-MALFORMED-001", select=("errors.malformed_bodies",),
+        description="A body nested deeper than the JSON parser goes is reported as malformed (400), not as too deep (422)")
+def deep_nesting_reported_malformed(settings: Settings) -> ASGIApp:
+    app = reference_app(settings)
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body = b""
+            more = True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+            if body.count(b"{") > 900:
+                problem = {"type": "urn:session-lineage:problem:malformed-json", "title": "Malformed", "status": 400,
+                           "detail": "maximum recursion depth exceeded"}
+                await JSONResponse(problem, 400, media_type="application/problem+json")(scope, receive, send)
+                return
+
+            async def replay() -> dict[str, Any]:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await app(scope, replay, send)
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+@mutant("ERR-ROUTE-001", select=("errors.routes",), description="A trailing slash is redirected (307) instead of naming no operation")
+def trailing_slash_redirects(settings: Settings) -> ASGIApp:
+    app = reference_app(settings)
+    app.router.redirect_slashes = True  # type: ignore[attr-defined]
+    return app
+
+
+@mutant("AUTH-REQUIRED-001", select=("authorization.credentials_required",),
+        description="Of several Authorization headers the first is used")
+def first_authorization_header_wins(settings: Settings) -> ASGIApp:
+    app = reference_app(settings)
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            kept, seen = [], False
+            for name, value in scope["headers"]:
+                if name.lower() == b"authorization":
+                    if seen:
+                        continue
+                    seen = True
+                kept.append((name, value))
+            scope = {**scope, "headers": kept}
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def _problem(status: int, kind: str) -> JSONResponse:
+    body = {"type": f"urn:session-lineage:problem:{kind}", "title": kind, "status": status, "detail": kind}
+    return JSONResponse(body, status, media_type="application/problem+json")
+
+
+@mutant("ERR-PRECEDENCE-001", select=("errors.error_precedence",),
+        description="A write looks the session up before it reads the body, so an unknown session beats a malformed body")
+def session_checked_before_body(settings: Settings) -> ASGIApp:
+    app = reference_app(settings)
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        parts = scope.get("path", "").split("/") if scope["type"] == "http" else []
+        if scope["type"] == "http" and scope["method"] == "POST" and len(parts) >= 4 and parts[1] == "sessions":
+            status: list[int] = []
+
+            async def capture(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start":
+                    status.append(message["status"])
+
+            async def nothing() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"", "more_body": False}
+
+            lookup = {**scope, "method": "GET", "path": f"/sessions/{parts[2]}", "raw_path": f"/sessions/{parts[2]}".encode()}
+            await app(lookup, nothing, capture)
+            if status and status[0] == 404:
+                await _problem(404, "not-found")(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+@mutant("ERR-PRECEDENCE-001", select=("errors.error_precedence",),
+        description="The body size is checked before its media type, so an oversize text/plain body answers 413")
+def size_checked_before_media_type(settings: Settings) -> ASGIApp:
+    app = reference_app(settings)
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = dict((k.lower(), v) for k, v in scope["headers"])
+            length = headers.get(b"content-length", b"0")
+            if length.isdigit() and int(length) > settings.limits.max_request_bytes:
+                await _problem(413, "payload-too-large")(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return wrapped

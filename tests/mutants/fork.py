@@ -13,14 +13,16 @@ from starlette.types import ASGIApp
 
 from reference_impl.errors import DomainError, InvalidRequest, NotFound, TurnIncomplete, UnknownTurn
 from reference_impl.http.app import build_app
+from reference_impl.services import build_services
 from reference_impl.http.problems import problem
 from reference_impl.http.requests import InvalidIdempotencyKey, idempotency_key
-from reference_impl.service import Cutoff, ForkOutcome, LineageService, _cutoff_at, _fingerprint, new_id, timestamp, utcnow
+from reference_impl.services.common import new_id, timestamp, utcnow
+from reference_impl.services.fork import Cutoff, ForkOutcome, ForkService, cutoff_at, fingerprint_of
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.rows import ChainLink, IdempotencyRow, Segment
-from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant, open_store
+from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant, open_store, reference_app
 from tests.mutants.sessions import rewrite_requests
 
 
@@ -51,7 +53,7 @@ def root_recorded_as_parent(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CREATE-001", select=("fork.fork_creates_child",), description="The fork answer renders the child session before its lineage is attached")
 def child_rendered_without_lineage(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
             outcome = super()._fork_in(tx, *args)
             if outcome.replayed:
@@ -63,7 +65,7 @@ def child_rendered_without_lineage(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CREATE-001", select=("fork.fork_creates_child",), description="inherited_turn_count is the index of the last inherited turn instead of a count")
 def inherited_count_is_last_index(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             cutoff = super()._resolve_cut(tx, chain, cut)
             return replace(cutoff, inherited_turn_count=max(cutoff.inherited_turn_count - 1, 0))
@@ -74,7 +76,7 @@ def inherited_count_is_last_index(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- FORK-CUT-THROUGH-001
 @mutant("FORK-CUT-THROUGH-001", select=("fork.cut_through",), description="A through cut is resolved like a before cut and leaves the named turn out")
 def through_treated_as_before(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             if cut["mode"] == "through":
                 cut = {**cut, "mode": "before"}
@@ -85,7 +87,7 @@ def through_treated_as_before(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CUT-THROUGH-001", select=("fork.cut_through",), description="A through cut treats the turn's exclusive end index as inclusive and inherits one record too many")
 def through_cut_end_inclusive(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             cutoff = super()._resolve_cut(tx, chain, cut)
             return replace(cutoff, record_index=cutoff.record_index + 1) if cut["mode"] == "through" else cutoff
@@ -97,7 +99,7 @@ def through_cut_end_inclusive(settings: Settings) -> ASGIApp:
 def inherited_turn_cut_refused(settings: Settings) -> ASGIApp:
     """A through or before cut only finds turns the source holds itself; inherited turns are unknown."""
 
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             if cut["mode"] != "latest":
                 turn = tx.turn(cut["turn_id"])
@@ -111,7 +113,7 @@ def inherited_turn_cut_refused(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- FORK-CUT-BEFORE-001
 @mutant("FORK-CUT-BEFORE-001", select=("fork.cut_before",), description="A before cut is resolved like a through cut and inherits the named turn")
 def before_treated_as_through(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             if cut["mode"] == "before":
                 cut = {**cut, "mode": "through"}
@@ -122,7 +124,7 @@ def before_treated_as_through(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CUT-BEFORE-001", select=("fork.cut_before",), description="A before cut stops at the named turn's first record instead of just before it")
 def before_cut_includes_first_record(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             cutoff = super()._resolve_cut(tx, chain, cut)
             return replace(cutoff, record_index=cutoff.record_index + 1) if cut["mode"] == "before" else cutoff
@@ -132,7 +134,7 @@ def before_cut_includes_first_record(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CUT-BEFORE-001", select=("fork.cut_before",), description="A cut before a session's first own turn inherits nothing, ignoring what that session inherited")
 def before_first_own_turn_inherits_nothing(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             if cut["mode"] == "before":
                 turn, link = _cut_turn(tx, chain, cut)
@@ -146,7 +148,7 @@ def before_first_own_turn_inherits_nothing(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- FORK-CUT-UNKNOWN-001
 @mutant("FORK-CUT-UNKNOWN-001", select=("fork.cut_unknown_turn",), description="A cut naming an ancestor's turn after the inherited range is accepted")
 def cut_after_ancestor_cutoff_accepted(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             try:
                 return super()._resolve_cut(tx, chain, cut)
@@ -162,7 +164,7 @@ def cut_after_ancestor_cutoff_accepted(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CUT-UNKNOWN-001", select=("fork.cut_unknown_turn",), description="A cut naming a turn of an unrelated session is accepted and cuts in that session")
 def cut_in_unrelated_session_accepted(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             try:
                 return super()._resolve_cut(tx, chain, cut)
@@ -179,7 +181,7 @@ def cut_in_unrelated_session_accepted(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-CUT-UNKNOWN-001", select=("fork.cut_unknown_turn",), description="A cut naming an unknown turn answers 404 not-found instead of 422 unknown-turn")
 def unknown_turn_answers_not_found(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             try:
                 return super()._resolve_cut(tx, chain, cut)
@@ -192,12 +194,12 @@ def unknown_turn_answers_not_found(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- FORK-INCOMPLETE-001
 @mutant("FORK-INCOMPLETE-001", select=("fork.fork_through_running_turn",), description="A cut through a running turn is accepted and inherits the records written so far")
 def fork_through_running_turn_allowed(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             if cut["mode"] == "through":
                 turn, link = _cut_turn(tx, chain, cut)
                 if turn is not None and link is not None and turn.status == "running":
-                    return _cutoff_at(chain, link, turn.turn_index, link.session.record_count - 1)
+                    return cutoff_at(chain, link, turn.turn_index, link.session.record_count - 1)
             return super()._resolve_cut(tx, chain, cut)
 
     return app_with_service(settings, Service)
@@ -205,7 +207,7 @@ def fork_through_running_turn_allowed(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-INCOMPLETE-001", select=("fork.fork_through_running_turn",), description="A cut through a running turn answers 422 unknown-turn instead of 409 turn-incomplete")
 def running_turn_cut_answers_unknown_turn(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _resolve_cut(self, tx: Transaction, chain: Any, cut: dict[str, Any]) -> Cutoff:
             try:
                 return super()._resolve_cut(tx, chain, cut)
@@ -245,7 +247,7 @@ class CopyingTx(Transaction):
 
 @mutant("FORK-NO-COPY-001", select=("fork.fork_creates_child",), description="A fork copies the inherited records into the child under new record ids, in one bulk insert")
 def fork_copies_records_in_one_statement(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
             outcome = super()._fork_in(tx, *args)
             if outcome.replayed:
@@ -257,13 +259,13 @@ def fork_copies_records_in_one_statement(settings: Settings) -> ASGIApp:
             tx.copy_into(child_id, tx.records(segments, 10**9))
             return outcome
 
-    return app_with_layers(settings, Service, CopyingTx)
+    return app_with_layers(settings, Service, transaction_class=CopyingTx)
 
 
 # ---------------------------------------------------------------- FORK-HEADER-001
 @mutant("FORK-HEADER-001", select=("fork.header_three_state",), description="A null header field is treated as absent and copies the source's value instead of clearing it")
 def header_null_copies_source(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, body: dict[str, Any], *rest: Any) -> ForkOutcome:
             header = {k: v for k, v in body.get("header", {}).items() if v is not None}
             return super()._fork_in(tx, principal, source_id, {**body, "header": header}, *rest)
@@ -273,7 +275,7 @@ def header_null_copies_source(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-HEADER-001", select=("fork.header_three_state",), description="An absent header field clears the child's value instead of copying the source's")
 def header_absent_clears_field(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, body: dict[str, Any], *rest: Any) -> ForkOutcome:
             header = {"name": None, "description": None, **body.get("header", {})}
             return super()._fork_in(tx, principal, source_id, {**body, "header": header}, *rest)
@@ -283,7 +285,7 @@ def header_absent_clears_field(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-HEADER-001", select=("fork.header_three_state",), description="The header is applied to the fork answer but the stored child keeps the source's name and description")
 def header_not_stored(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, body: dict[str, Any], *rest: Any) -> ForkOutcome:
             outcome = super()._fork_in(tx, principal, source_id, {k: v for k, v in body.items() if k != "header"}, *rest)
             if outcome.replayed:
@@ -297,7 +299,7 @@ def header_not_stored(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- FORK-TARGET-001
 @mutant("FORK-TARGET-001", select=("fork.target_session_id",), description="target_session_id is ignored and the child gets a server-chosen id")
 def target_session_id_ignored(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, body: dict[str, Any], *rest: Any) -> ForkOutcome:
             return super()._fork_in(tx, principal, source_id, {k: v for k, v in body.items() if k != "target_session_id"}, *rest)
 
@@ -306,7 +308,7 @@ def target_session_id_ignored(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-TARGET-001", select=("fork.target_session_id",), description="Repeating a fork to the same target returns the child without Idempotency-Replayed: true")
 def target_replay_not_flagged(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _existing_target(self, *args: Any) -> ForkOutcome | None:
             outcome = super()._existing_target(*args)
             return replace(outcome, replayed=False) if outcome is not None else None
@@ -316,7 +318,7 @@ def target_replay_not_flagged(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-TARGET-001", select=("fork.target_session_id",), description="A target naming a child of the same source replays it even when the cut differs")
 def target_replay_ignores_cut(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _existing_target(self, tx: Transaction, principal: str, chain: Any, target_id: str, cut: dict[str, Any]) -> ForkOutcome | None:
             existing = tx.session(target_id)
             if existing is not None and existing.lineage is not None:
@@ -342,20 +344,20 @@ def taken_target_adopted(settings: Settings) -> ASGIApp:
             )
             super().insert_lineage(row)
 
-    class Service(LineageService):
+    class Service(ForkService):
         def _existing_target(self, *args: Any) -> ForkOutcome | None:
             try:
                 return super()._existing_target(*args)
             except DomainError:
                 return None
 
-    return app_with_layers(settings, Service, Tx)
+    return app_with_layers(settings, Service, transaction_class=Tx)
 
 
 # ---------------------------------------------------------------- FORK-SOURCE-MISSING-001
 @mutant("FORK-SOURCE-MISSING-001", select=("fork.unknown_source",), description="Forking a missing session answers 422 invalid-request instead of 404 not-found")
 def missing_source_answers_invalid_request(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, *rest: Any) -> ForkOutcome:
             if tx.session(source_id) is None:
                 raise InvalidRequest(f"/: source session {source_id!r} does not exist")
@@ -377,7 +379,7 @@ def child_committed_before_lineage(settings: Settings) -> ASGIApp:
                 return
             super().insert_session(row)
 
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
             target = body.get("target_session_id")
             if target is not None:
@@ -405,12 +407,12 @@ def child_committed_before_lineage(settings: Settings) -> ASGIApp:
                 return None
             return super()._existing_target(tx, principal, chain, target_id, cut)
 
-    return app_with_layers(settings, Service, Tx)
+    return app_with_layers(settings, Service, transaction_class=Tx)
 
 
 @mutant("FORK-ATOMIC-001", select=("fork.refused_fork_leaves_no_trace",), description="A refused fork stores its error answer under the Idempotency-Key, so the corrected retry is refused")
 def refused_fork_consumes_key(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
             try:
                 return super().fork(principal, source_id, body, idempotency_key)
@@ -423,7 +425,7 @@ def refused_fork_consumes_key(settings: Settings) -> ASGIApp:
                                 {
                                     "principal": principal,
                                     "idempotency_key": idempotency_key,
-                                    "fingerprint": _fingerprint(source_id, body),
+                                    "fingerprint": fingerprint_of(source_id, body),
                                     "child_session_id": "",
                                     "response_status": answer.status_code,
                                     "response_body": bytes(answer.body).decode(),
@@ -438,9 +440,9 @@ def refused_fork_consumes_key(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- FORK-IDEMPOTENT-MISMATCH-001
 @mutant("FORK-IDEMPOTENT-MISMATCH-001", select=("fork.key_reused_differently",), description="The request fingerprint leaves out the header, so a key reused with another header replays")
 def fingerprint_ignores_header(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
-            fingerprint = _fingerprint(source_id, {k: v for k, v in body.items() if k != "header"})
+            fingerprint = fingerprint_of(source_id, {k: v for k, v in body.items() if k != "header"})
             with self.store.write() as tx:
                 return self._fork_in(tx, principal, source_id, body, idempotency_key, fingerprint)
 
@@ -449,7 +451,7 @@ def fingerprint_ignores_header(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-IDEMPOTENT-MISMATCH-001", select=("fork.key_reused_differently",), description="A stored key replays its first answer whatever the new request is")
 def reused_key_replays_first_answer(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, body: dict[str, Any], key: str | None, fingerprint: str) -> ForkOutcome:
             stored = tx.idempotency(principal, key) if key is not None else None
             return super()._fork_in(tx, principal, source_id, body, key, stored.fingerprint if stored else fingerprint)
@@ -459,7 +461,7 @@ def reused_key_replays_first_answer(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-IDEMPOTENT-MISMATCH-001", select=("fork.key_reused_differently",), description="A key reused with a different request is ignored and a new child is created")
 def reused_key_forks_afresh(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, body: dict[str, Any], key: str | None, fingerprint: str) -> ForkOutcome:
             stored = tx.idempotency(principal, key) if key is not None else None
             if stored is not None and stored.fingerprint != fingerprint:
@@ -479,7 +481,7 @@ def malformed_key_ignored(settings: Settings) -> ASGIApp:
             return _with_header_key(scope, None), body
         return scope, body
 
-    return rewrite_requests(app_with_service(settings, LineageService), drop_malformed_key)
+    return rewrite_requests(reference_app(settings), drop_malformed_key)
 
 
 @mutant("FORK-IDEMPOTENT-KEY-001", select=("fork.key_syntax",), description="An Idempotency-Key longer than 255 characters is truncated instead of refused")
@@ -495,14 +497,14 @@ def long_key_truncated(settings: Settings) -> ASGIApp:
             return _with_header_key(scope, b'"' + value + b'"' if quoted else value), body
         return scope, body
 
-    return rewrite_requests(app_with_service(settings, LineageService), truncate_key)
+    return rewrite_requests(reference_app(settings), truncate_key)
 
 
 @mutant("FORK-IDEMPOTENT-KEY-001", select=("fork.key_syntax",), description="Idempotency keys longer than 64 characters are refused.")
 def idempotency_key_limited_to_64_characters(settings: Settings) -> ASGIApp:
     """Idempotency keys longer than 64 characters are refused although up to 255 are valid."""
 
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
             if idempotency_key is not None and len(idempotency_key) > 64:
                 raise InvalidIdempotencyKey("the key must have 1 to 64 characters")
@@ -522,8 +524,7 @@ def idempotency_key_unique_across_principals(settings: Settings) -> ASGIApp:
     store = open_store(settings)
     with store.engine.begin() as conn:
         Index("uq_mutant_idempotency_key", t.idempotency_keys.c.idempotency_key, unique=True).create(conn, checkfirst=True)
-    service = LineageService(store, settings.limits, settings.query_count_diagnostics)
-    return build_app(service, settings)
+    return build_app(build_services(store, settings), settings)
 
 
 @mutant("FORK-IDEMPOTENT-SCOPE-001", select=("fork.key_scope",), description="Idempotency keys are looked up without the principal, so another principal's key is matched")
@@ -535,3 +536,27 @@ def idempotency_keys_shared_across_principals(settings: Settings) -> ASGIApp:
             return IdempotencyRow(**row) if row else None
 
     return app_with_transaction(settings, Tx)
+
+
+# ---------------------------------------------------------------- rules made normative in 1.1
+@mutant("FORK-TARGET-001", select=("fork.target_session_id",),
+        description="A replay of a fork by target id answers 200 instead of the first answer's 201")
+def target_replay_answers_200(settings: Settings) -> ASGIApp:
+    class Service(ForkService):
+        def _existing_target(self, *args: Any) -> ForkOutcome | None:
+            outcome = super()._existing_target(*args)
+            return replace(outcome, status=200) if outcome is not None else None
+
+    return app_with_service(settings, Service)
+
+
+@mutant("FORK-IDEMPOTENT-KEY-001", select=("fork.key_syntax",),
+        description="A quoted Idempotency-Key keeps its quotes, so `\"k\"` and `k` are different keys")
+def quoted_key_keeps_its_quotes(settings: Settings) -> ASGIApp:
+    def keep_quotes(scope: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+        raw = dict(scope["headers"]).get(b"idempotency-key")
+        if raw is not None and raw.startswith(b'"') and raw.endswith(b'"') and len(raw) > 2 and b"\\" not in raw:
+            return _with_header_key(scope, b"q" + raw[1:-1] + b"q"), body  # a different, still valid key
+        return scope, body
+
+    return rewrite_requests(reference_app(settings), keep_quotes)

@@ -10,7 +10,10 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from reference_impl.errors import TargetConflict, WriterConflict
-from reference_impl.service import Cutoff, ForkOutcome, LineageService, new_id, timestamp, utcnow
+from reference_impl.services.access import Access
+from reference_impl.services.common import new_id, timestamp, utcnow
+from reference_impl.services.fork import Cutoff, ForkOutcome, ForkService
+from reference_impl.services.leases import LeasesService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import LeaseRow
@@ -28,7 +31,7 @@ def second_acquisition_granted(settings: Settings) -> ASGIApp:
 
 @mutant("LEASE-EXCLUSIVE-001", description="The lease is checked in one transaction and taken in another", select=("leases.concurrent_acquisitions",))
 def lease_checked_then_taken(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(LeasesService):
         def acquire_lease(self, principal: str, session_id: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
             if body.get("lease_id") is not None:
                 return super().acquire_lease(principal, session_id, body)
@@ -50,8 +53,8 @@ def lease_checked_then_taken(settings: Settings) -> ASGIApp:
 
 @mutant("LEASE-ENFORCE-001", description="Leases are granted but writes never check them", select=("leases.holder_only_writes",))
 def writes_ignore_leases(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
-        def _check_writer(self, lease: LeaseRow | None, session_id: str, lease_id: str | None) -> None:
+    class Service(Access):
+        def check_writer(self, lease: LeaseRow | None, session_id: str, lease_id: str | None) -> None:
             return None
 
     return app_with_service(settings, Service)
@@ -85,7 +88,7 @@ def release_keeps_lease(settings: Settings) -> ASGIApp:
 
 @mutant("FORK-TARGET-CONCURRENT-001", description="A fork that lost the race for its target reports the winner's child as its own", select=("fork.concurrent_forks_to_one_target",))
 def lost_target_race_reported_as_created(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
             try:
                 return super().fork(principal, source_id, body, idempotency_key)
@@ -108,7 +111,7 @@ def lost_target_race_reported_as_created(settings: Settings) -> ASGIApp:
 def snapshot_outside_transaction(settings: Settings) -> ASGIApp:
     counted = threading.local()
 
-    class Service(LineageService):
+    class Service(ForkService):
         def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
             counted.value = None
             if body["cut"]["mode"] == "latest":

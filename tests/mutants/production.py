@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from reference_impl.service import ForkOutcome, LineageService
+from reference_impl.services.fork import ForkOutcome, ForkService
 from reference_impl.settings import Settings
 from tests.mutants import Mutant, app_with_service
 
@@ -32,7 +32,7 @@ def production_mutant(*catches: str, description: str, select: tuple[str, ...]) 
     select=("fork.concurrent_identical_forks",),
 )
 def idempotency_in_process_memory(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(ForkService):
         answers: dict[tuple[str, str], ForkOutcome] = {}
         lock = threading.Lock()
 

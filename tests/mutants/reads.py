@@ -12,22 +12,27 @@ from typing import Any
 from sqlalchemy import insert, update
 from starlette.types import ASGIApp
 
-from reference_impl import views
+from reference_impl import cursors, views
 from reference_impl.errors import InvalidCursor
-from reference_impl.service import ForkOutcome, LineageService, Page, new_id
+from reference_impl.services.capabilities import CapabilitiesService
+from reference_impl.services.common import new_id
+from reference_impl.services.fork import ForkOutcome, ForkService
+from reference_impl.services.sessions import SessionsService
+from reference_impl.services.transcript import Page, TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.rows import RecordRow, Segment
+from reference_impl.services.common import ChapterService
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app, rewrite_responses
 
 ROUND_TRIPS = b"storage-round-trips"
 Headers = list[tuple[bytes, bytes]]
 
 
-def _effective_segments(tx: Transaction, service: LineageService, principal: str, session_id: str) -> list[Segment]:
+def _effective_segments(tx: Transaction, service: ChapterService, principal: str, session_id: str) -> list[Segment]:
     """The segments of a session's whole effective transcript, root first."""
-    chain = service._visible_chain(tx, principal, session_id)
+    chain = service.access.visible_chain(tx, principal, session_id)
     return [Segment(link.session.session_id, -1, link.record_bound) for link in chain if link.record_bound != -1]
 
 
@@ -35,7 +40,7 @@ def _effective_segments(tx: Transaction, service: LineageService, principal: str
 @mutant("CAP-DOC-001", select=("capabilities.discovery_document",),
         description="The discovery document swaps max_page_size and default_page_size")
 def page_size_limits_swapped(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(CapabilitiesService):
         def capabilities(self, spec_version: str) -> dict[str, Any]:
             document = super().capabilities(spec_version)
             limits = document["limits"]
@@ -48,7 +53,7 @@ def page_size_limits_swapped(settings: Settings) -> ASGIApp:
 @mutant("CAP-VERSION-001", select=("capabilities.discovery_document",),
         description="spec_version reports the implementation's own 0.x version instead of the spec version")
 def implementation_version_advertised(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(CapabilitiesService):
         def capabilities(self, spec_version: str) -> dict[str, Any]:
             return super().capabilities("0.4.2")
 
@@ -72,7 +77,7 @@ def capabilities_require_credentials(settings: Settings) -> ASGIApp:
 @mutant("CAP-NAMES-001", select=("capabilities.core_capability_names",),
         description="The core capability 'idempotency' is not listed")
 def idempotency_capability_unlisted(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(CapabilitiesService):
         def capabilities(self, spec_version: str) -> dict[str, Any]:
             document = super().capabilities(spec_version)
             document["capabilities"].remove("idempotency")
@@ -84,7 +89,7 @@ def idempotency_capability_unlisted(settings: Settings) -> ASGIApp:
 @mutant("CAP-NAMES-001", select=("capabilities.core_capability_names",),
         description="diagnostics.query_count is true but 'diagnostics.query-count' is not listed")
 def query_count_capability_unlisted(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(CapabilitiesService):
         def capabilities(self, spec_version: str) -> dict[str, Any]:
             document = super().capabilities(spec_version)
             document["capabilities"].remove("diagnostics.query-count")
@@ -97,7 +102,7 @@ def query_count_capability_unlisted(settings: Settings) -> ASGIApp:
 @mutant("XS-PROVENANCE-001", select=("transcript.effective_order_depth_5",),
         description="Inherited records are served with a record_id derived from the reading session")
 def inherited_record_ids_rewritten(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             page = super().transcript(principal, session_id, cursor, limit)
             records = [
@@ -113,7 +118,7 @@ def inherited_record_ids_rewritten(settings: Settings) -> ASGIApp:
 @mutant("XS-PROVENANCE-001", select=("transcript.effective_order_depth_5",),
         description="Inherited records are served with the reading session's id instead of their own")
 def inherited_records_relabelled(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             page = super().transcript(principal, session_id, cursor, limit)
             return replace(page, records=[{**record, "session_id": session_id} for record in page.records])
@@ -124,7 +129,7 @@ def inherited_records_relabelled(settings: Settings) -> ASGIApp:
 @mutant("XS-ROOT-001", select=("transcript.root_and_physical",),
         description="GET /records serves the effective transcript, inherited records included")
 def own_records_include_inherited(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def own_records(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             return self.transcript(principal, session_id, cursor, limit)
 
@@ -134,10 +139,10 @@ def own_records_include_inherited(settings: Settings) -> ASGIApp:
 @mutant("XS-PAGE-001", select=("transcript.pagination_walk",),
         description="A page keeps the look-ahead row and holds limit + 1 records")
 def page_keeps_lookahead_record(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         @staticmethod
         def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None) -> Page:
-            page = LineageService._page(kind, session_id, rows, size + 1, cursor)
+            page = TranscriptService._page(kind, session_id, rows, size + 1, cursor)
             return replace(page, has_more=len(rows) > size)
 
     return app_with_service(settings, Service)
@@ -146,10 +151,10 @@ def page_keeps_lookahead_record(settings: Settings) -> ASGIApp:
 @mutant("XS-PAGE-001", select=("transcript.pagination_walk",),
         description="has_more is computed after the look-ahead row was dropped, so it is always false")
 def has_more_always_false(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         @staticmethod
         def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None) -> Page:
-            return LineageService._page(kind, session_id, rows[:size], size, cursor)
+            return TranscriptService._page(kind, session_id, rows[:size], size, cursor)
 
     return app_with_service(settings, Service)
 
@@ -157,7 +162,7 @@ def has_more_always_false(settings: Settings) -> ASGIApp:
 @mutant("XS-PAGE-LIMIT-001", select=("transcript.page_limit_bounds",),
         description="A limit outside 1..max_page_size is clamped instead of refused")
 def page_limit_clamped(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def _page_size(self, limit: int | None) -> int:
             if limit is None:
                 return self.limits.default_page_size
@@ -169,7 +174,7 @@ def page_limit_clamped(settings: Settings) -> ASGIApp:
 @mutant("XS-PAGE-GROWTH-001", select=("transcript.cursor_survives_growth",),
         description="The last page's next_cursor is null, so a reader cannot resume after the session grows")
 def last_page_drops_cursor(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             page = super().transcript(principal, session_id, cursor, limit)
             return page if page.has_more else replace(page, next_cursor=None)
@@ -180,7 +185,7 @@ def last_page_drops_cursor(settings: Settings) -> ASGIApp:
 @mutant("XS-PAGE-GROWTH-001", select=("transcript.cursor_survives_growth",),
         description="Cursors pin the transcript to its length when the walk began: later records are never reached")
 def cursor_pins_transcript_end(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             end: int | None = None
             if cursor is not None:
@@ -209,7 +214,7 @@ def _offset_cursor(session_id: str, offset: int) -> str:
 @mutant("XS-CURSOR-INVALID-001", select=("transcript.invalid_cursor",),
         description="Cursors are offsets whose session is never checked, so foreign and forged cursors are accepted")
 def offset_cursor_ignores_session(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             size = self._page_size(limit)
             offset = 0
@@ -230,7 +235,7 @@ def offset_cursor_ignores_session(settings: Settings) -> ASGIApp:
 @mutant("XS-CURSOR-INVALID-001", select=("transcript.invalid_cursor",),
         description="A cursor the server cannot decode is ignored and the walk restarts from the first page")
 def invalid_cursor_restarts_walk(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             try:
                 return super().transcript(principal, session_id, cursor, limit)
@@ -240,11 +245,11 @@ def invalid_cursor_restarts_walk(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("XS-CURSOR-INVALID-001", select=("transcript.invalid_cursor",), description="A cursor is accepted for any read whose transcript holds its position.")
+@mutant("XS-CURSOR-SCOPE-001", select=("transcript.cursor_scope",), description="A cursor is accepted for any read whose transcript holds its position.")
 def cursor_not_bound_to_read(settings: Settings) -> ASGIApp:
-    """A cursor is accepted for any read whose transcript holds its position (XS-CURSOR-INVALID-001)."""
+    """A cursor is accepted for any read whose transcript holds its position (XS-CURSOR-SCOPE-001)."""
 
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             if cursor is not None:
                 try:
@@ -263,7 +268,7 @@ def cursor_not_bound_to_read(settings: Settings) -> ASGIApp:
 @mutant("LIN-READ-001", select=("lineage.lineage_read",),
         description="Lineage ancestors are listed from the parent up to the root")
 def ancestors_parent_first(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def lineage(self, principal: str, session_id: str) -> dict[str, Any]:
             read = super().lineage(principal, session_id)
             return {**read, "ancestors": read["ancestors"][::-1]}
@@ -274,7 +279,7 @@ def ancestors_parent_first(settings: Settings) -> ASGIApp:
 @mutant("LIN-READ-001", select=("lineage.lineage_read",),
         description="Each ancestor reports the inherited turn count of the edge above it instead of below it")
 def ancestor_count_from_edge_above(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def lineage(self, principal: str, session_id: str) -> dict[str, Any]:
             read = super().lineage(principal, session_id)
             counts = [0] + [ancestor["inherited_turn_count"] for ancestor in read["ancestors"]]
@@ -286,7 +291,7 @@ def ancestor_count_from_edge_above(settings: Settings) -> ASGIApp:
 @mutant("LIN-SUMMARY-001", select=("lineage.lineage_summary",),
         description="GET /sessions/{id} recomputes inherited_turn_count from the parent's current turn count")
 def inherited_count_recomputed_on_read(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def get_session(self, principal: str, session_id: str) -> dict[str, Any]:
             view = super().get_session(principal, session_id)
             lineage = view["lineage"]
@@ -326,7 +331,7 @@ def constant_round_trip_header(settings: Settings) -> ASGIApp:
 @mutant("DIAG-PAGE-COST-001", select=("diagnostics.page_cost_by_position",),
         description="Cursors are page numbers: page N is reached by re-reading the N pages before it")
 def page_number_cursor_rereads_pages(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(TranscriptService):
         def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
             number = 0
             if cursor is not None:
@@ -378,7 +383,7 @@ def fork_copies_records(settings: Settings) -> ASGIApp:
 def fork_reads_source_records(settings: Settings) -> ASGIApp:
     """A fork reads the source's whole transcript, ten records per query, before writing (DIAG-FORK-COST-001)."""
 
-    class Service(LineageService):
+    class Service(ForkService):
         def _fork_in(self, tx: Transaction, principal: str, source_id: str, *args: Any) -> ForkOutcome:
             segments = _effective_segments(tx, self, principal, source_id)
             while segments:
@@ -389,5 +394,93 @@ def fork_reads_source_records(settings: Settings) -> ASGIApp:
                 rank = next(n for n, s in enumerate(segments) if s.session_id == last.session_id)
                 segments = [replace(segments[rank], after=last.record_index), *segments[rank + 1:]]
             return super()._fork_in(tx, principal, source_id, *args)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("XS-CURSOR-SCOPE-001", select=("transcript.cursor_scope",),
+        description="A cursor is bound to its session but not to the kind of read: a transcript cursor pages /records")
+def cursor_not_bound_to_kind(settings: Settings) -> ASGIApp:
+    def rebind(cursor: str | None, kind: str) -> str | None:
+        if cursor is None:
+            return None
+        try:
+            payload = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        except (binascii.Error, ValueError, UnicodeDecodeError) as exc:
+            raise InvalidCursor("the cursor is not one this server issued") from exc
+        if isinstance(payload, dict):
+            payload = {**payload, "k": kind}
+        return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode().rstrip("=")
+
+    class Service(TranscriptService):
+        def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
+            return super().transcript(principal, session_id, rebind(cursor, "transcript"), limit)
+
+        def own_records(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
+            return super().own_records(principal, session_id, rebind(cursor, "records"), limit)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("XS-PAGE-EMPTY-001", select=("transcript.empty_page",),
+        description="A page without records answers next_cursor null, so a poller has to start over")
+def empty_page_drops_cursor(settings: Settings) -> ASGIApp:
+    class Service(TranscriptService):
+        @staticmethod
+        def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None) -> Page:
+            page = TranscriptService._page(kind, session_id, rows, size, cursor)
+            return page if page.records else replace(page, next_cursor=None)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("XS-PAGE-EMPTY-001", select=("transcript.empty_page",),
+        description="The first page of an empty session hands out a cursor instead of null")
+def empty_first_page_invents_cursor(settings: Settings) -> ASGIApp:
+    class Service(TranscriptService):
+        @staticmethod
+        def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None) -> Page:
+            page = TranscriptService._page(kind, session_id, rows, size, cursor)
+            if page.next_cursor is None:
+                return replace(page, next_cursor=cursors.encode(cursors.Position(kind, session_id, session_id, -1)))
+            return page
+
+    return app_with_service(settings, Service)
+
+
+# ---------------------------------------------------------------- capabilities made normative in 1.1
+@mutant("CAP-LIMITS-001", select=("capabilities.minimum_limits",),
+        description="The server supports lineage only 4 deep, below the spec's minimum of 5")
+def lineage_depth_below_minimum(settings: Settings) -> ASGIApp:
+    return reference_app(replace(settings, limits=replace(settings.limits, max_lineage_depth=4)))
+
+
+@mutant("CAP-LIMITS-001", select=("capabilities.minimum_limits",),
+        description="max_request_bytes is too small to carry one record of max_record_bytes")
+def request_limit_below_record_limit(settings: Settings) -> ASGIApp:
+    return reference_app(replace(settings, limits=replace(settings.limits, max_request_bytes=65_536, max_record_bytes=65_536)))
+
+
+@mutant("CAP-DOC-001", select=("capabilities.discovery_document",),
+        description="writer-lease is advertised without max_lease_seconds")
+def lease_limit_unadvertised(settings: Settings) -> ASGIApp:
+    class Service(CapabilitiesService):
+        def capabilities(self, spec_version: str) -> dict[str, Any]:
+            document = super().capabilities(spec_version)
+            document["limits"].pop("max_lease_seconds")
+            return document
+
+    return app_with_service(settings, Service)
+
+
+@mutant("CAP-UNADVERTISED-001", select=("capabilities.unadvertised_operations",),
+        description="writer-lease is not advertised, yet its operations still take leases")
+def unadvertised_leases_still_served(settings: Settings) -> ASGIApp:
+    class Service(CapabilitiesService):
+        def capabilities(self, spec_version: str) -> dict[str, Any]:
+            document = super().capabilities(spec_version)
+            document["capabilities"].remove("writer-lease")
+            document["limits"].pop("max_lease_seconds")
+            return document
 
     return app_with_service(settings, Service)

@@ -14,12 +14,13 @@ from starlette.types import ASGIApp
 
 from reference_impl import views
 from reference_impl.errors import InvalidRequest, PayloadTooLarge, TurnNotRunning
-from reference_impl.service import LineageService, new_id, timestamp, utcnow
+from reference_impl.services.common import new_id, timestamp, utcnow
+from reference_impl.services.sessions import SessionsService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.rows import TurnRow
-from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant
+from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant, reference_app
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -62,9 +63,9 @@ def rewrite_requests(app: ASGIApp, rewrite: RequestRewrite) -> ASGIApp:
     return wrapped
 
 
-def relaxed_limits(service: LineageService, **limits: int) -> LineageService:
+def relaxed_limits(service: SessionsService, **limits: int) -> SessionsService:
     """A twin of `service` over the same store that enforces other limits than it advertises."""
-    return LineageService(service.store, replace(service.limits, **limits), service.query_count_diagnostics)
+    return SessionsService(service.store, replace(service.limits, **limits), service.access)
 
 
 class LooseReserve(Transaction):
@@ -80,7 +81,7 @@ class LooseReserve(Transaction):
         return int(row[0]) - count if row else None
 
 
-class UncheckedAppend(LineageService):
+class UncheckedAppend(SessionsService):
     """Appends to any turn of the session, whatever its status."""
 
     def _check_limits(self, inputs: list[dict[str, Any]]) -> None:
@@ -127,7 +128,7 @@ class UncheckedAppend(LineageService):
 # ---------------------------------------------------------------- SESS-CREATE-001
 @mutant("SESS-CREATE-001", select=("sessions.create_root_session",), description="A session without a client-chosen id is refused instead of getting a server-chosen one")
 def session_id_required(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
             if "session_id" not in body:
                 raise InvalidRequest("/: 'session_id' is a required property")
@@ -148,7 +149,7 @@ def session_name_not_stored(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- SESS-ID-001
 @mutant("SESS-ID-001", select=("sessions.client_chosen_session_id",), description="A client-chosen session id is ignored and the server picks its own")
 def chosen_session_id_ignored(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
             return super().create_session(principal, {k: v for k, v in body.items() if k != "session_id"})
 
@@ -171,7 +172,7 @@ def invalid_session_id_replaced(settings: Settings) -> ASGIApp:
                 body = json.dumps(fields).encode()
         return scope, body
 
-    return rewrite_requests(app_with_service(settings, LineageService), drop_invalid_id)
+    return rewrite_requests(reference_app(settings), drop_invalid_id)
 
 
 # ---------------------------------------------------------------- SESS-ID-CONFLICT-001
@@ -193,7 +194,7 @@ def duplicate_session_id_overwrites(settings: Settings) -> ASGIApp:
 
 @mutant("SESS-ID-CONFLICT-001", select=("sessions.duplicate_session_id",), description="Creating a session with a taken id answers 201 with the existing session")
 def duplicate_session_id_returns_existing(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
             chosen = body.get("session_id")
             if chosen is not None:
@@ -219,7 +220,7 @@ def turn_index_starts_at_one(settings: Settings) -> ASGIApp:
 
 @mutant("SESS-TURN-001", select=("sessions.start_turn",), description="A client-chosen turn id is ignored and the server picks its own")
 def chosen_turn_id_ignored(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
             return super().start_turn(principal, session_id, {k: v for k, v in body.items() if k != "turn_id"})
 
@@ -228,7 +229,7 @@ def chosen_turn_id_ignored(settings: Settings) -> ASGIApp:
 
 @mutant("SESS-TURN-001", select=("sessions.start_turn",), description="A turn id already used in another session is replaced by a fresh one instead of refused")
 def taken_turn_id_replaced(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
             chosen = body.get("turn_id")
             if chosen is not None:
@@ -264,7 +265,7 @@ def finished_turn_refinished(settings: Settings) -> ASGIApp:
         def refinish_turn(self, turn_id: str, status: str, finished_at: str) -> None:
             self.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id).values(status=status, finished_at=finished_at))
 
-    class Service(LineageService):
+    class Service(SessionsService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
             with self.store.read() as tx:
                 turn = tx.turn(turn_id)
@@ -272,17 +273,17 @@ def finished_turn_refinished(settings: Settings) -> ASGIApp:
                 return super().finish_turn(principal, session_id, turn_id, body)
             finished_at = timestamp(utcnow())
             with self.store.write() as tx:
-                self._visible_session(tx, principal, session_id)
+                self.access.visible_session(tx, principal, session_id)
                 assert isinstance(tx, Tx)
                 tx.refinish_turn(turn_id, body["status"], finished_at)
             return views.turn(replace(turn, status=body["status"], finished_at=finished_at))
 
-    return app_with_layers(settings, Service, Tx)
+    return app_with_layers(settings, Service, transaction_class=Tx)
 
 
 @mutant("SESS-TURN-FINISH-001", select=("sessions.finish_turn_once",), description="A turn finished as failed is stored and answered as completed")
 def failed_finish_stored_as_completed(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
             return super().finish_turn(principal, session_id, turn_id, {**body, "status": "completed"})
 
@@ -291,7 +292,7 @@ def failed_finish_stored_as_completed(settings: Settings) -> ASGIApp:
 
 @mutant("SESS-TURN-FINISH-001", select=("sessions.finish_turn_once",), description="The finish answer renders the turn as it was read before the update")
 def finish_answers_stale_turn(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
             with self.store.read() as tx:
                 before = tx.turn(turn_id)
@@ -330,11 +331,11 @@ def append_to_finished_turn_allowed(settings: Settings) -> ASGIApp:
             inputs = body["records"]
             self._check_limits(inputs)
             with self.store.write() as tx:
-                self._visible_session(tx, principal, session_id)
-                turn = self._own_turn(tx, session_id, turn_id)
+                self.access.visible_session(tx, principal, session_id)
+                turn = self.own_turn(tx, session_id, turn_id)
                 return self._store_records(tx, session_id, turn, inputs)
 
-    return app_with_layers(settings, Service, LooseReserve)
+    return app_with_layers(settings, Service, transaction_class=LooseReserve)
 
 
 @mutant("SESS-RECORD-CLOSED-001", select=("sessions.closed_turn",), description="An append commits its records before checking that the turn is running")
@@ -343,20 +344,20 @@ def closed_turn_checked_after_insert(settings: Settings) -> ASGIApp:
         def append_records(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
             self._check_limits(body["records"])
             with self.store.write() as tx:
-                self._visible_session(tx, principal, session_id)
-                turn = self._own_turn(tx, session_id, turn_id)
+                self.access.visible_session(tx, principal, session_id)
+                turn = self.own_turn(tx, session_id, turn_id)
                 answer = self._store_records(tx, session_id, turn, body["records"])
             if turn.status != "running":
                 raise TurnNotRunning(f"turn {turn_id!r} is {turn.status}")
             return answer
 
-    return app_with_layers(settings, Service, LooseReserve)
+    return app_with_layers(settings, Service, transaction_class=LooseReserve)
 
 
 # ---------------------------------------------------------------- SESS-RECORD-LIMITS-001
 @mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="The advertised max_record_bytes is not enforced")
 def record_size_not_limited(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def append_records(self, *args: Any) -> dict[str, Any]:
             return relaxed_limits(self, max_record_bytes=sys.maxsize).append_records(*args)
 
@@ -365,7 +366,7 @@ def record_size_not_limited(settings: Settings) -> ASGIApp:
 
 @mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="The advertised max_records_per_append is not enforced")
 def batch_size_not_limited(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def append_records(self, *args: Any) -> dict[str, Any]:
             return relaxed_limits(self, max_records_per_append=sys.maxsize).append_records(*args)
 
@@ -374,7 +375,7 @@ def batch_size_not_limited(settings: Settings) -> ASGIApp:
 
 @mutant("SESS-RECORD-LIMITS-001", select=("sessions.record_limits",), description="An append above the record limits answers 422 invalid-request instead of 413")
 def oversized_append_answers_422(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def append_records(self, *args: Any) -> dict[str, Any]:
             try:
                 return super().append_records(*args)
@@ -387,7 +388,7 @@ def oversized_append_answers_422(settings: Settings) -> ASGIApp:
 # ---------------------------------------------------------------- SESS-RECORD-ATOMIC-001
 @mutant("SESS-RECORD-ATOMIC-001", select=("sessions.atomic_append",), description="Each record of a batch is checked and committed on its own, so a refused batch keeps its first records")
 def append_commits_record_by_record(settings: Settings) -> ASGIApp:
-    class Service(LineageService):
+    class Service(SessionsService):
         def append_records(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
             inputs = body["records"]
             if len(inputs) > self.limits.max_records_per_append:
@@ -404,7 +405,7 @@ def append_commits_record_by_record(settings: Settings) -> ASGIApp:
 def record_limits_inclusive(settings: Settings) -> ASGIApp:
     """A record of exactly max_record_bytes and a batch of exactly max_records_per_append are refused."""
 
-    class Service(LineageService):
+    class Service(SessionsService):
         def append_records(self, *args: Any) -> dict[str, Any]:
             limits = self.limits
             stricter = relaxed_limits(

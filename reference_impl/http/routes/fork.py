@@ -1,0 +1,30 @@
+"""Routes of the fork chapter."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reference_impl.http.base import Handlers
+from reference_impl.http.requests import idempotency_key, path_id
+
+
+class ForkHandlers(Handlers):
+    chapter = "fork"
+
+    def routes(self) -> list[Route]:
+        return [Route("/sessions/{session_id}/fork", self.fork, methods=["POST"])]
+
+    async def fork(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        key = idempotency_key(request)
+        body = await self.body(request, "fork-request.json")
+        outcome = await run_in_threadpool(self.services.fork.fork, principal, session_id, body, key)
+        return JSONResponse(
+            outcome.body,
+            status_code=outcome.status,
+            headers={"Idempotency-Replayed": "true" if outcome.replayed else "false"},
+        )

@@ -1,0 +1,65 @@
+"""Routes of the sessions chapter: sessions, turns and records."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from reference_impl.http.base import Handlers
+from reference_impl.http.requests import path_id, writer_lease
+
+
+class SessionsHandlers(Handlers):
+    chapter = "sessions"
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/sessions", self.create_session, methods=["POST"]),
+            Route("/sessions/{session_id}", self.get_session, methods=["GET"]),
+            Route("/sessions/{session_id}/turns", self.start_turn, methods=["POST"]),
+            Route("/sessions/{session_id}/turns/{turn_id}/records", self.append_records, methods=["POST"]),
+            Route("/sessions/{session_id}/turns/{turn_id}/finish", self.finish_turn, methods=["POST"]),
+        ]
+
+    async def create_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        body = await self.body(request, "session-create.json")
+        result = await run_in_threadpool(self.services.sessions.create_session, principal, body)
+        return JSONResponse(result, status_code=201)
+
+    async def get_session(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        return JSONResponse(await run_in_threadpool(self.services.sessions.get_session, principal, session_id))
+
+    async def start_turn(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        lease = writer_lease(request)
+        body = await self.body(request, "turn-create.json")
+        result = await run_in_threadpool(self.services.sessions.start_turn, principal, session_id, body, lease)
+        return JSONResponse(result, status_code=201)
+
+    async def append_records(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        turn_id = path_id(request, "turn_id")
+        lease = writer_lease(request)
+        body = await self.body(request, "records-append.json")
+        result = await run_in_threadpool(
+            self.services.sessions.append_records, principal, session_id, turn_id, body, lease
+        )
+        return JSONResponse(result, status_code=201)
+
+    async def finish_turn(self, request: Request) -> Response:
+        principal = self.principal(request)
+        session_id = path_id(request, "session_id")
+        turn_id = path_id(request, "turn_id")
+        lease = writer_lease(request)
+        body = await self.body(request, "turn-finish.json")
+        result = await run_in_threadpool(
+            self.services.sessions.finish_turn, principal, session_id, turn_id, body, lease
+        )
+        return JSONResponse(result)

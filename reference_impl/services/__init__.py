@@ -1,0 +1,74 @@
+"""The domain rules, one module per spec chapter, composed into `Services`.
+
+Adding a chapter: write its service module (a `ChapterService` subclass naming its capabilities),
+add a field here and one line in `build_services`; its HTTP routes go in `http/routes/`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reference_impl.services.access import Access
+from reference_impl.services.capabilities import CapabilitiesService
+from reference_impl.services.common import ChapterService
+from reference_impl.services.fork import ForkService
+from reference_impl.services.leases import LeasesService
+from reference_impl.services.sessions import SessionsService
+from reference_impl.services.transcript import TranscriptService
+from reference_impl.settings import Settings
+from reference_impl.store import Store
+
+# Every replaceable part, by the name `build_services` overrides take (tests substitute one).
+PARTS: dict[str, type] = {
+    "access": Access,
+    "capabilities": CapabilitiesService,
+    "sessions": SessionsService,
+    "fork": ForkService,
+    "transcript": TranscriptService,
+    "leases": LeasesService,
+}
+
+
+@dataclass(frozen=True)
+class Services:
+    access: Access
+    capabilities: CapabilitiesService
+    sessions: SessionsService
+    fork: ForkService
+    transcript: TranscriptService
+    leases: LeasesService | None  # None when the server runs without `writer-lease`
+
+    def chapters(self) -> list[ChapterService]:
+        found = [self.sessions, self.fork, self.transcript, self.leases]
+        return [chapter for chapter in found if chapter is not None]
+
+
+def part_name(cls: type) -> str:
+    """Which part a (sub)class replaces, found through its base classes."""
+    for name, base in PARTS.items():
+        if issubclass(cls, base):
+            return name
+    raise TypeError(f"{cls.__name__} is not a subclass of any service part ({', '.join(PARTS)})")
+
+
+def build_services(store: Store, settings: Settings, overrides: Mapping[str, type] | None = None) -> Services:
+    """The services over a store; `overrides` maps a part name to a subclass to use instead."""
+    parts = {**PARTS, **(overrides or {})}
+    limits = settings.limits
+    access = parts["access"](limits)
+
+    def chapter(name: str) -> Any:
+        cls = parts[name]
+        if any(capability in settings.disabled_capabilities for capability in cls.capabilities):
+            return None
+        return cls(store, limits, access)
+
+    sessions, fork, transcript, leases = (chapter(name) for name in ("sessions", "fork", "transcript", "leases"))
+    running = [item for item in (sessions, fork, transcript, leases) if item is not None]
+    capabilities = parts["capabilities"](limits, running, settings.query_count_diagnostics)
+    return Services(access, capabilities, sessions, fork, transcript, leases)
+
+
+__all__ = ["Services", "ChapterService", "PARTS", "build_services", "part_name"]

@@ -1,0 +1,35 @@
+"""Chapter: capabilities. The discovery document is assembled from the chapters the server runs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from reference_impl.services.common import ChapterService
+from reference_impl.settings import Limits
+
+
+class CapabilitiesService:
+    """Lists each running chapter's capabilities and limits, plus the diagnostics on offer."""
+
+    def __init__(self, limits: Limits, chapters: Sequence[ChapterService], query_count_diagnostics: bool) -> None:
+        self.limits = limits
+        self.chapters = chapters
+        self.query_count_diagnostics = query_count_diagnostics
+
+    def capabilities(self, spec_version: str) -> dict[str, Any]:
+        names = [name for chapter in self.chapters for name in chapter.capabilities]
+        diagnostics: dict[str, Any] = {"query_count": self.query_count_diagnostics}
+        if self.query_count_diagnostics:
+            names.append("diagnostics.query-count")
+            diagnostics["query_count_header"] = "Storage-Round-Trips"
+        limits = self.limits
+        advertised: dict[str, Any] = {
+            "max_record_bytes": limits.max_record_bytes,
+            "max_records_per_append": limits.max_records_per_append,
+            "max_request_bytes": limits.max_request_bytes,
+            "idempotency_key_lifetime_seconds": limits.idempotency_key_lifetime_seconds,
+        }
+        for chapter in self.chapters:
+            advertised.update(chapter.advertised_limits())
+        return {"spec_version": spec_version, "capabilities": names, "limits": advertised, "diagnostics": diagnostics}

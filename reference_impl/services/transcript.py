@@ -1,0 +1,143 @@
+"""Chapter: effective transcript and lineage reads.
+
+A page costs one chain query and one records query at any depth and any position: the chain
+query yields every ancestor's inherited bound, and the records query reads each segment as a
+bounded index range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reference_impl import cursors, views
+from reference_impl.errors import InvalidRequest, RecordsUnavailable
+from reference_impl.services.common import ChapterService
+from reference_impl.store.rows import Segment
+
+
+@dataclass(frozen=True)
+class Page:
+    session_id: str
+    records: list[dict[str, Any]]
+    has_more: bool
+    next_cursor: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "records": self.records,
+            "has_more": self.has_more,
+            "next_cursor": self.next_cursor,
+        }
+
+
+class TranscriptService(ChapterService):
+    chapter = "transcript"
+    capabilities = ("effective-transcript", "lineage")
+
+    def advertised_limits(self) -> dict[str, Any]:
+        return {
+            "max_lineage_depth": self.limits.max_lineage_depth,
+            "max_page_size": self.limits.max_page_size,
+            "default_page_size": self.limits.default_page_size,
+        }
+
+    def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
+        size = self._page_size(limit)
+        with self.store.read() as tx:
+            chain = self.access.visible_chain(tx, principal, session_id)
+            segments = [
+                Segment(link.session.session_id, -1, link.record_bound)
+                for link in chain
+                if link.record_bound != -1
+            ]
+            if cursor is not None:
+                position = cursors.decode(cursor, "transcript", session_id)
+                order = [link.session.session_id for link in chain]
+                if position.session_id not in order:
+                    raise cursors.InvalidCursor("the cursor does not point into this transcript")
+                rank = order.index(position.session_id)
+                segments = [
+                    Segment(s.session_id, position.index, s.upto) if s.session_id == position.session_id else s
+                    for s in segments
+                    if order.index(s.session_id) >= rank
+                ]
+            rows = tx.records(segments, size + 1)
+            own_count = chain[-1].session.record_count
+        self._require_complete(rows, segments, own_count, size + 1)
+        return self._page("transcript", session_id, rows, size, cursor)
+
+    def own_records(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
+        size = self._page_size(limit)
+        with self.store.read() as tx:
+            session = self.access.visible_session(tx, principal, session_id)
+            after = -1
+            if cursor is not None:
+                position = cursors.decode(cursor, "records", session_id)
+                if position.session_id != session_id:
+                    raise cursors.InvalidCursor("the cursor does not point into this session")
+                after = position.index
+            segments = [Segment(session_id, after, None)]
+            rows = tx.records(segments, size + 1)
+        self._require_complete(rows, segments, session.record_count, size + 1)
+        return self._page("records", session_id, rows, size, cursor)
+
+    def lineage(self, principal: str, session_id: str) -> dict[str, Any]:
+        with self.store.read() as tx:
+            chain = self.access.visible_chain(tx, principal, session_id)
+        ancestors = []
+        for upper, lower in zip(chain, chain[1:]):
+            assert lower.session.lineage is not None
+            ancestors.append(
+                {
+                    "session_id": upper.session.session_id,
+                    "depth": upper.session.depth,
+                    "inherited_turn_count": lower.session.lineage.inherited_turn_count,
+                }
+            )
+        return {
+            "session_id": session_id,
+            "root_session_id": chain[0].session.session_id,
+            "depth": chain[-1].session.depth,
+            "ancestors": ancestors,
+        }
+
+    def _page_size(self, limit: int | None) -> int:
+        if limit is None:
+            return self.limits.default_page_size
+        if limit < 1 or limit > self.limits.max_page_size:
+            raise InvalidRequest(f"limit must be between 1 and {self.limits.max_page_size}")
+        return limit
+
+    @staticmethod
+    def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None) -> Page:
+        has_more = len(rows) > size
+        rows = rows[:size]
+        next_cursor = cursor
+        if rows:
+            last = rows[-1]
+            next_cursor = cursors.encode(cursors.Position(kind, session_id, last.session_id, last.record_index))
+        return Page(session_id, [views.record(row) for row in rows], has_more, next_cursor)
+
+    @staticmethod
+    def _require_complete(rows: Sequence[Any], segments: Sequence[Segment], own_count: int, wanted: int) -> None:
+        """A page holds every record the core store says lies within its bounds, or it is refused.
+
+        With records in a second store, lineage and counts can be visible before the records are
+        (replication lag, a write in flight); the answer is then 503, never a short transcript.
+        """
+        expected: list[tuple[str, int]] = []
+        for segment in segments:
+            upper = segment.upto if segment.upto is not None else own_count - 1
+            for index in range(segment.after + 1, upper + 1):
+                if len(expected) == wanted:
+                    break
+                expected.append((segment.session_id, index))
+        got = [(row.session_id, row.record_index) for row in rows]
+        if got != expected:
+            present = set(got)
+            missing = next((key for key in expected if key not in present), None)
+            where = f"first missing: {missing[0]} #{missing[1]}" if missing else "the records store disagrees"
+            raise RecordsUnavailable(f"records within the transcript's bounds are not readable yet ({where})")

@@ -1,0 +1,84 @@
+"""What every chapter's statements share: the connections of one transaction and row mappers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import Connection, RowMapping
+
+from reference_impl.store import tables as t
+from reference_impl.store.rows import LineageRow, SessionRow, TurnRow
+
+# A session with its lineage summary: the columns every read of one session selects.
+SESSION_COLUMNS: list[Any] = [
+    t.sessions,
+    t.session_lineage.c.parent_session_id.label("l_parent_session_id"),
+    t.session_lineage.c.root_session_id.label("l_root_session_id"),
+    t.session_lineage.c.depth.label("l_depth"),
+    t.session_lineage.c.inherited_turn_count.label("l_inherited_turn_count"),
+    t.session_lineage.c.cut_mode.label("l_cut_mode"),
+    t.session_lineage.c.cut_turn_id.label("l_cut_turn_id"),
+    t.session_lineage.c.cutoff_session_id.label("l_cutoff_session_id"),
+    t.session_lineage.c.cutoff_turn_index.label("l_cutoff_turn_index"),
+    t.session_lineage.c.cutoff_record_index.label("l_cutoff_record_index"),
+    t.session_lineage.c.created_at.label("l_created_at"),
+]
+
+SESSIONS_WITH_LINEAGE = t.sessions.outerjoin(
+    t.session_lineage, t.session_lineage.c.session_id == t.sessions.c.session_id
+)
+
+
+def session_from(row: RowMapping) -> SessionRow:
+    lineage = None
+    if row["l_parent_session_id"] is not None:
+        lineage = LineageRow(
+            session_id=row["session_id"],
+            parent_session_id=row["l_parent_session_id"],
+            root_session_id=row["l_root_session_id"],
+            depth=row["l_depth"],
+            inherited_turn_count=row["l_inherited_turn_count"],
+            cut_mode=row["l_cut_mode"],
+            cut_turn_id=row["l_cut_turn_id"],
+            cutoff_session_id=row["l_cutoff_session_id"],
+            cutoff_turn_index=row["l_cutoff_turn_index"],
+            cutoff_record_index=row["l_cutoff_record_index"],
+            created_at=row["l_created_at"],
+        )
+    return SessionRow(
+        session_id=row["session_id"],
+        owner=row["owner"],
+        name=row["name"],
+        description=row["description"],
+        created_at=row["created_at"],
+        depth=row["depth"],
+        turn_count=row["turn_count"],
+        record_count=row["record_count"],
+        running_turn_id=row["running_turn_id"],
+        lineage=lineage,
+    )
+
+
+def turn_from(row: RowMapping) -> TurnRow:
+    return TurnRow(**{key: row[key] for key in TurnRow.__dataclass_fields__})
+
+
+class Statements:
+    """The connections of one transaction; each chapter's statements are a subclass of this.
+
+    Record statements go to `records_conn`: the same connection with one store, a connection to
+    the records store (opened on first use, in its own transaction) with two.
+    """
+
+    def __init__(self, conn: Connection, records_conn: Callable[[], Connection] | Connection | None = None) -> None:
+        self.conn = conn
+        self._records_conn = records_conn
+
+    @property
+    def records_conn(self) -> Connection:
+        if self._records_conn is None:
+            return self.conn
+        if callable(self._records_conn) and not isinstance(self._records_conn, Connection):
+            self._records_conn = self._records_conn()
+        return self._records_conn

@@ -1,0 +1,115 @@
+"""Statements of the sessions chapter: sessions, turns, record index reservations and records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from reference_impl.store import tables as t
+from reference_impl.store.common import SESSION_COLUMNS, SESSIONS_WITH_LINEAGE, Statements, session_from, turn_from
+from reference_impl.store.rows import LeaseRow, SessionRow, TurnRow
+
+
+class SessionStatements(Statements):
+    def session(self, session_id: str) -> SessionRow | None:
+        query = select(*SESSION_COLUMNS).select_from(SESSIONS_WITH_LINEAGE).where(t.sessions.c.session_id == session_id)
+        row = self.conn.execute(query).mappings().first()
+        return session_from(row) if row else None
+
+    def session_for_write(self, session_id: str) -> tuple[SessionRow, LeaseRow | None] | None:
+        """The session and its writer lease (held or expired), in the one statement a write needs."""
+        leases = t.session_leases
+        query = (
+            select(
+                *SESSION_COLUMNS,
+                leases.c.lease_id.label("w_lease_id"),
+                leases.c.principal.label("w_principal"),
+                leases.c.expires_at.label("w_expires_at"),
+            )
+            .select_from(SESSIONS_WITH_LINEAGE.outerjoin(leases, leases.c.session_id == t.sessions.c.session_id))
+            .where(t.sessions.c.session_id == session_id)
+        )
+        row = self.conn.execute(query).mappings().first()
+        if row is None:
+            return None
+        lease = None
+        if row["w_lease_id"] is not None:
+            lease = LeaseRow(session_id, row["w_lease_id"], row["w_principal"], row["w_expires_at"])
+        return session_from(row), lease
+
+    def insert_session(self, row: dict[str, Any]) -> None:
+        self.conn.execute(insert(t.sessions).values(**row))
+
+    def turn(self, turn_id: str) -> TurnRow | None:
+        row = self.conn.execute(select(t.turns).where(t.turns.c.turn_id == turn_id)).mappings().first()
+        return turn_from(row) if row else None
+
+    def last_finished_turn(self, session_id: str) -> TurnRow | None:
+        query = (
+            select(t.turns)
+            .where(t.turns.c.session_id == session_id, t.turns.c.status != "running")
+            .order_by(t.turns.c.turn_index.desc())
+            .limit(1)
+        )
+        row = self.conn.execute(query).mappings().first()
+        return turn_from(row) if row else None
+
+    def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
+        """Mark the session as running `turn_id`; (turn index, first record index) or None."""
+        query = (
+            update(t.sessions)
+            .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id.is_(None))
+            .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1)
+            .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
+        )
+        row = self.conn.execute(query).first()
+        return (row[0] - 1, row[1]) if row else None
+
+    def insert_turn(self, row: dict[str, Any]) -> None:
+        self.conn.execute(insert(t.turns).values(**row))
+
+    def finish_turn(self, turn_id: str, status: str, finished_at: str) -> int | None:
+        """Close a running turn; returns its end record index (exclusive) or None."""
+        release = (
+            update(t.sessions)
+            .where(t.sessions.c.running_turn_id == turn_id)
+            .values(running_turn_id=None)
+            .returning(t.sessions.c.record_count)
+        )
+        row = self.conn.execute(release).first()
+        if row is None:
+            return None
+        self.conn.execute(
+            update(t.turns)
+            .where(t.turns.c.turn_id == turn_id)
+            .values(status=status, finished_at=finished_at, end_record_index=row[0])
+        )
+        return int(row[0])
+
+    def reserve_record_indexes(self, session_id: str, turn_id: str, count: int) -> int | None:
+        """Reserve `count` record indexes for the running turn; the first index, or None."""
+        query = (
+            update(t.sessions)
+            .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id == turn_id)
+            .values(record_count=t.sessions.c.record_count + count)
+            .returning(t.sessions.c.record_count)
+        )
+        row = self.conn.execute(query).first()
+        return int(row[0]) - count if row else None
+
+    def insert_records(self, rows: list[dict[str, Any]]) -> None:
+        self.records_conn.execute(insert(t.records), rows)
+
+    def release_record_indexes(self, session_id: str, turn_id: str, first: int, count: int) -> bool:
+        """Give back indexes reserved for records that were never written, if no one came after."""
+        result = self.conn.execute(
+            update(t.sessions)
+            .where(
+                t.sessions.c.session_id == session_id,
+                t.sessions.c.running_turn_id == turn_id,
+                t.sessions.c.record_count == first + count,
+            )
+            .values(record_count=first)
+        )
+        return result.rowcount == 1

@@ -1,0 +1,116 @@
+"""Statements of the transcript chapter: the recursive lineage-chain query and the records query."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.sql.elements import TextClause
+
+from reference_impl.store.common import Statements, session_from
+from reference_impl.store.rows import ChainLink, RecordRow, Segment
+
+# One statement reads the whole chain, whatever its depth. Walking up from the session, each
+# lineage edge carries a pending cutoff (session, turn index, record index): ancestors below the
+# cutoff session inherit nothing (-1), the cutoff session is bounded by it, and from there on the
+# cutoff session's own edge applies.
+CHAIN_SQL = text(
+    """
+WITH RECURSIVE chain(session_id, hops, turn_bound, record_bound,
+                     pend_session, pend_turn, pend_record, parent_id) AS (
+    SELECT s.session_id, 0, CAST(NULL AS INTEGER), CAST(NULL AS INTEGER),
+           l.cutoff_session_id, l.cutoff_turn_index, l.cutoff_record_index, l.parent_session_id
+    FROM sessions s LEFT JOIN session_lineage l ON l.session_id = s.session_id
+    WHERE s.session_id = :session_id
+  UNION ALL
+    SELECT c.parent_id, c.hops + 1,
+           CASE WHEN c.pend_session = c.parent_id THEN c.pend_turn ELSE -1 END,
+           CASE WHEN c.pend_session = c.parent_id THEN c.pend_record ELSE -1 END,
+           CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_session_id ELSE c.pend_session END,
+           CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_turn_index ELSE c.pend_turn END,
+           CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_record_index ELSE c.pend_record END,
+           l.parent_session_id
+    FROM chain c LEFT JOIN session_lineage l ON l.session_id = c.parent_id
+    WHERE c.parent_id IS NOT NULL AND c.hops < :max_hops
+)
+SELECT c.hops, c.turn_bound, c.record_bound,
+       s.session_id, s.owner, s.name, s.description, s.created_at, s.depth,
+       s.turn_count, s.record_count, s.running_turn_id,
+       l.parent_session_id AS l_parent_session_id, l.root_session_id AS l_root_session_id,
+       l.depth AS l_depth, l.inherited_turn_count AS l_inherited_turn_count,
+       l.cut_mode AS l_cut_mode, l.cut_turn_id AS l_cut_turn_id,
+       l.cutoff_session_id AS l_cutoff_session_id, l.cutoff_turn_index AS l_cutoff_turn_index,
+       l.cutoff_record_index AS l_cutoff_record_index, l.created_at AS l_created_at
+FROM chain c
+JOIN sessions s ON s.session_id = c.session_id
+LEFT JOIN session_lineage l ON l.session_id = c.session_id
+ORDER BY c.hops DESC
+"""
+)
+
+RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, record_type, content, created_at"
+
+
+@lru_cache(maxsize=256)
+def _records_sql(bounded: tuple[bool, ...]) -> TextClause:
+    """One statement for a page over segments; `bounded[n]` says whether segment n has an upper bound."""
+    parts = []
+    for n, has_upper in enumerate(bounded):
+        upper = f" AND record_index <= :u{n}" if has_upper else ""
+        parts.append(
+            f"SELECT * FROM (SELECT {RECORD_COLUMNS}, {n} AS segment_ordinal FROM records "
+            f"WHERE session_id = :s{n} AND record_index > :a{n}{upper} "
+            f"ORDER BY record_index LIMIT :limit) AS segment_{n}"
+        )
+    return text(" UNION ALL ".join(parts) + " ORDER BY segment_ordinal, record_index LIMIT :limit")
+
+
+def _record_from(row: RowMapping) -> RecordRow:
+    return RecordRow(
+        record_id=row["record_id"],
+        session_id=row["session_id"],
+        record_index=row["record_index"],
+        turn_id=row["turn_id"],
+        turn_index=row["turn_index"],
+        record_type=row["record_type"],
+        content=json.loads(row["content"]),
+        created_at=row["created_at"],
+    )
+
+
+
+class TranscriptStatements(Statements):
+    def chain(self, session_id: str, max_hops: int) -> list[ChainLink]:
+        """The session and its ancestors, root first, with inherited bounds: one statement."""
+        rows = self.conn.execute(
+            CHAIN_SQL, {"session_id": session_id, "max_hops": max_hops}
+        ).mappings()
+        return [
+            ChainLink(
+                session=session_from(row),
+                hops=row["hops"],
+                turn_bound=row["turn_bound"],
+                record_bound=row["record_bound"],
+            )
+            for row in rows
+        ]
+
+    def records(self, segments: Sequence[Segment], limit: int) -> list[RecordRow]:
+        """Up to `limit` records of the segments, in segment order: one statement.
+
+        Each segment is a bounded index range scan of at most `limit` rows, so the cost of a page
+        depends neither on its position nor on the size of the sessions.
+        """
+        if not segments:
+            return []
+        params: dict[str, Any] = {"limit": limit}
+        for n, segment in enumerate(segments):
+            params[f"s{n}"], params[f"a{n}"] = segment.session_id, segment.after
+            if segment.upto is not None:
+                params[f"u{n}"] = segment.upto
+        query = _records_sql(tuple(segment.upto is not None for segment in segments))
+        return [_record_from(row) for row in self.records_conn.execute(query, params).mappings()]
