@@ -1,4 +1,4 @@
-"""The `session-lineage` command: `check` a target, `serve` the reference server, render `docs`."""
+"""The `session-lineage` command: `check` a target, `serve` the reference server, render `docs`, `bundle` the spec."""
 
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md from spec/requirements.yaml")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
     docs.set_defaults(handler=_docs)
+
+    bundle = commands.add_parser("bundle", help="regenerate spec/openapi.bundled.yaml (every schema inlined)")
+    bundle.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
+    bundle.set_defaults(handler=_bundle)
     return parser
 
 
@@ -170,6 +174,21 @@ def _docs(args: argparse.Namespace) -> int:
         return 0
     REQUIREMENTS_MD.write_text(text, encoding="utf-8")
     print(f"wrote {REQUIREMENTS_MD}")
+    return 0
+
+
+def _bundle(args: argparse.Namespace) -> int:
+    from spec.bundle import BUNDLED_PATH, bundle, render
+
+    text = render(bundle())
+    if args.check:
+        current = BUNDLED_PATH.read_text(encoding="utf-8") if BUNDLED_PATH.exists() else ""
+        if current != text:
+            print(f"{BUNDLED_PATH} is stale: run `session-lineage bundle`", file=sys.stderr)
+            return 1
+        return 0
+    BUNDLED_PATH.write_text(text, encoding="utf-8")
+    print(f"wrote {BUNDLED_PATH}")
     return 0
 
 

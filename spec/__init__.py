@@ -15,10 +15,44 @@ REQUIREMENTS_PATH = SPEC_DIR / "requirements.yaml"
 PROBLEM_TYPES_PATH = SPEC_DIR / "problem-types.yaml"
 
 
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names the same key twice; lenient loaders would silently keep the last one."""
+
+
+class StrictLoader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate mapping keys, as strict OpenAPI tools do."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<` merges may be overridden by explicit keys; that is not a duplicate
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                hash(key)
+            except TypeError:
+                continue  # the base class reports unhashable keys itself
+            if key in seen:
+                first = seen[key].start_mark
+                raise DuplicateKeyError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first at line {first.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def strict_load(stream: Any) -> Any:
+    """Parse YAML text or a file object, refusing duplicate keys."""
+    return yaml.load(stream, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+
+
 @lru_cache(maxsize=None)
 def load_yaml(path: Path) -> Any:
     with open(path, encoding="utf-8") as handle:
-        return yaml.safe_load(handle)
+        return strict_load(handle)
 
 
 def openapi() -> dict[str, Any]:
