@@ -11,11 +11,26 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from conformance.client import _MISSING, ApiClient, Response
+from conformance.client import _MISSING, ApiClient, Response, describe
 from conformance.config import Config
 from conformance.errors import CheckFailed, Unsupported
 
 MAX_WALK_PAGES = 10_000
+
+
+class AdvertisedLimits(dict):  # type: ignore[type-arg]
+    """The capability document's `limits`. A limit a check needs that is missing, or is not a
+    whole number, fails the check citing CAP-DOC-001 instead of crashing the suite."""
+
+    def __getitem__(self, name: str) -> int:
+        value = self.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise CheckFailed(
+                f"the capability document's limits give {name} as {value!r}; the check needs it as a "
+                "whole number to size its requests",
+                ["CAP-DOC-001"],
+            )
+        return value
 
 
 class CheckContext:
@@ -45,8 +60,9 @@ class CheckContext:
 
     # ---------------------------------------------------------------- facts about the target
     @property
-    def limits(self) -> dict[str, int]:
-        return self.capabilities["limits"]
+    def limits(self) -> AdvertisedLimits:
+        limits = self.capabilities.get("limits")
+        return AdvertisedLimits(limits if isinstance(limits, dict) else {})
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities.get("capabilities", [])
@@ -65,6 +81,11 @@ class CheckContext:
         if not condition:
             raise CheckFailed(message, list(requirements))
 
+    def ok(self, response: Response, status: int | Iterable[int], *requirements: str) -> Any:
+        """The body of a response that must have `status` (a setup step, or the check's own)."""
+        self.expect_status(response, status, None, *requirements)
+        return response.json()
+
     @staticmethod
     def expect_status(
         response: Response, status: int | Iterable[int], kind: str | None = None, *requirements: str
@@ -74,8 +95,8 @@ class CheckContext:
         if response.status not in allowed:
             detail = response.content[:300].decode("utf-8", "replace")
             raise CheckFailed(
-                f"{what}: expected HTTP {'/'.join(map(str, sorted(allowed)))}"
-                f"{f' ({kind})' if kind else ''}, got {response.status}: {detail}",
+                f"{describe(response.exchange)}: expected HTTP {'/'.join(map(str, sorted(allowed)))}"
+                f"{f' ({kind})' if kind else ''}: {detail}",
                 list(requirements),
             )
         if kind is not None:
