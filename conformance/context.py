@@ -132,14 +132,20 @@ class CheckContext:
         client: ApiClient | None = None,
         label: str = "r",
     ) -> list[dict[str, Any]]:
+        """Append `count` records, in as many requests as the advertised batch limit needs."""
         client = client or self.alice
         records = [
             {"type": "message", "content": {"text": f"{label}-{n}", "nonce": self.rng.randrange(10**9)}}
             for n in range(count)
         ]
-        response = client.post(f"/sessions/{session_id}/turns/{turn_id}/records", json={"records": records})
-        self.expect_status(response, 201, None, "SESS-RECORD-APPEND-001")
-        return response.json()["records"]
+        batch = max(self.limits["max_records_per_append"], 1)
+        written: list[dict[str, Any]] = []
+        for start in range(0, count, batch):
+            response = client.post(
+                f"/sessions/{session_id}/turns/{turn_id}/records", json={"records": records[start : start + batch]}
+            )
+            written.extend(self.ok(response, 201, "SESS-RECORD-APPEND-001")["records"])
+        return written
 
     def finish(
         self, session_id: str, turn_id: str, status: str = "completed", client: ApiClient | None = None

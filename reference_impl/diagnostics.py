@@ -1,4 +1,13 @@
-"""Counts real storage round trips per request, for the `Storage-Round-Trips` header."""
+"""Counts real storage work per request: round trips (`Storage-Round-Trips`) and stored items
+written (`Storage-Items-Written`).
+
+Items written are the rows that INSERT, UPDATE and DELETE statements report as affected
+(`cursor.rowcount`, summed over every row of an executemany). On SQLite, whose driver learns a
+`RETURNING` statement's row count only once its rows are fetched, they are the growth of the
+connection's `total_changes` instead. They are held per connection until its transaction ends: a
+commit adds them to the request's count, a rollback discards them, so a refused request whose
+transaction rolled back reports 0.
+"""
 
 from __future__ import annotations
 
@@ -9,20 +18,27 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
+_PENDING = "diagnostics_pending_writes"  # key in Connection.info: rows written, not yet committed
+_BASELINE = "diagnostics_total_changes"  # key in Connection.info: SQLite's total_changes at BEGIN
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
 
 @dataclass
-class RoundTripCounter:
-    statements: int = 0
+class StorageCounter:
+    statements: int = 0  # round trips: data statements sent and waited for
+    items_written: int = 0  # rows created, changed or deleted by committed transactions
 
 
-_current: contextvars.ContextVar[RoundTripCounter | None] = contextvars.ContextVar(
+RoundTripCounter = StorageCounter  # the name it had when it counted round trips only
+
+_current: contextvars.ContextVar[StorageCounter | None] = contextvars.ContextVar(
     "storage_round_trips", default=None
 )
 
 
-def start_counting() -> RoundTripCounter:
+def start_counting() -> StorageCounter:
     """Begin counting for the current request; worker threads inherit the context."""
-    counter = RoundTripCounter()
+    counter = StorageCounter()
     _current.set(counter)
     return counter
 
@@ -32,11 +48,57 @@ def _is_transaction_control(statement: str) -> bool:
     return head.startswith(("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"))
 
 
+def _rows_written(statement: str, cursor: Any, context: Any) -> int:
+    """Rows a data-changing statement affected; 0 for anything else."""
+    if not statement.lstrip()[:8].upper().startswith(_WRITES):
+        return 0
+    rowcount = getattr(cursor, "rowcount", -1)
+    if rowcount is not None and rowcount >= 0:
+        return int(rowcount)
+    # The driver could not say (rare): each parameter set of the statement wrote one row.
+    parameters = getattr(context, "parameters", None) or [()]
+    return len(parameters) if getattr(context, "executemany", False) else 1
+
+
 def instrument(engine: Engine) -> None:
-    """Count every data statement the engine sends; transaction control is not counted."""
+    """Count every data statement the engine sends (transaction control is not counted), and the
+    rows written by every transaction that commits."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         counter = _current.get()
         if counter is not None and not _is_transaction_control(statement):
             counter.statements += 1
+
+    sqlite = engine.dialect.name == "sqlite"
+
+    def total_changes(conn: Any) -> int:
+        return int(conn.connection.dbapi_connection.total_changes)
+
+    if not sqlite:
+
+        @event.listens_for(engine, "after_cursor_execute")
+        def _written(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+            rows = _rows_written(statement, cursor, context)
+            if rows:
+                conn.info[_PENDING] = conn.info.get(_PENDING, 0) + rows
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.info[_PENDING] = 0
+        if sqlite:
+            conn.info[_BASELINE] = total_changes(conn)
+
+    @event.listens_for(engine, "commit")
+    def _commit(conn: Any) -> None:
+        rows = conn.info.pop(_PENDING, 0)
+        if sqlite:
+            rows = total_changes(conn) - conn.info.pop(_BASELINE, total_changes(conn))
+        counter = _current.get()
+        if counter is not None:
+            counter.items_written += rows
+
+    @event.listens_for(engine, "rollback")
+    def _rollback(conn: Any) -> None:
+        conn.info.pop(_PENDING, 0)
+        conn.info.pop(_BASELINE, None)

@@ -32,6 +32,7 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     tokens: dict[str, str] = field(default_factory=dict)
     query_count_diagnostics: bool = True
+    write_count_diagnostics: bool = True  # the Storage-Items-Written header (diagnostics.write-count)
     # Optional capabilities this server runs without (for example `writer-lease`): not advertised,
     # and their operations answer 404.
     disabled_capabilities: frozenset[str] = frozenset()

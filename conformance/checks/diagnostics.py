@@ -1,24 +1,46 @@
-"""Chapter: diagnostics (storage round trips, observed through the advertised header)."""
+"""Chapter: diagnostics (storage round trips and stored items written, observed through the
+advertised headers)."""
 
 from __future__ import annotations
 
-from conformance.client import Response
+from typing import Any
+
+from conformance.client import Response, describe
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
 from conformance.registry import check
 
 CAPABILITY = "diagnostics.query-count"
 HEADER = "Storage-Round-Trips"
+WRITES_CAPABILITY = "diagnostics.write-count"
+WRITES_HEADER = "Storage-Items-Written"
+# DIAG-DEPTH-001: the depths every target is read at, and the most each read may cost.
+DEPTHS = (0, 1, 5)
+TRANSCRIPT_PAGE_BOUND = 2
+LINEAGE_READ_BOUND = 1
+SESSION_READ_BOUND = 1
+LARGE_SOURCE_TURNS = 6
+LARGE_SOURCE_RECORDS_PER_TURN = 100  # at most; fewer when max_records_per_append is lower
+
+
+def _count(response: Response, header: str, requirement: str) -> int:
+    value = response.header(header)
+    if value is None or not value.strip().isdigit():
+        raise CheckFailed(
+            f"{response.exchange.method} {response.exchange.url} answered {response.status} with header "
+            f"{header} {'missing' if value is None else repr(value)}; expected a non-negative integer",
+            [requirement],
+            response.exchange,
+        )
+    return int(value)
 
 
 def round_trips(response: Response) -> int:
-    value = response.header(HEADER)
-    if value is None or not value.isdigit():
-        raise CheckFailed(
-            f"{response.exchange.method} {response.exchange.url}: header {HEADER} is {value!r}",
-            ["DIAG-HEADER-001"],
-        )
-    return int(value)
+    return _count(response, HEADER, "DIAG-HEADER-001")
+
+
+def items_written(response: Response) -> int:
+    return _count(response, WRITES_HEADER, "DIAG-WRITES-001")
 
 
 @check("DIAG-HEADER-001", title="Every response carries the round-trip count", needs=(CAPABILITY,))
@@ -44,38 +66,146 @@ def header_on_every_response(ctx: CheckContext) -> None:
     )
 
 
-@check("DIAG-DEPTH-001", title="A transcript page costs the same at depths 0, 1, 5 and the maximum", needs=(CAPABILITY,))
+@check(
+    "DIAG-DEPTH-001",
+    title="Reads cost at most 2 (a transcript page) or 1 (lineage, session) round trips at depths 0, 1, 5 and the maximum",
+    needs=(CAPABILITY,),
+)
 def transcript_cost_by_depth(ctx: CheckContext) -> None:
     maximum = ctx.limits["max_lineage_depth"]
+    if maximum < max(DEPTHS):
+        # Depth 5 is part of the rule; reading at `maximum` instead would hide what it asks.
+        raise CheckFailed(
+            f"max_lineage_depth is {maximum}, below the minimum of {max(DEPTHS)} (CAP-LIMITS-001), so the "
+            f"read cost at depth {max(DEPTHS)} cannot be measured",
+            ["CAP-LIMITS-001"],
+        )
     ids = ctx.chain(maximum, records_per_turn=1)
-    depths = sorted({0, 1, min(5, maximum), maximum})
-    costs = {}
+    depths = sorted({*DEPTHS, maximum})
+    pages, lineages, sessions = {}, {}, {}
     for depth in depths:
-        response = ctx.alice.get(f"/sessions/{ids[depth]}/transcript")
-        ctx.expect_status(response, 200)
-        costs[depth] = round_trips(response)
-    ctx.expect(len(set(costs.values())) == 1, f"round trips by depth: {costs}")
-    lineage_costs = {depth: round_trips(ctx.alice.get(f"/sessions/{ids[depth]}/lineage")) for depth in depths}
-    ctx.expect(len(set(lineage_costs.values())) == 1, f"lineage read round trips by depth: {lineage_costs}")
+        sid = ids[depth]
+        pages[depth] = round_trips(_read(ctx, f"/sessions/{sid}/transcript"))
+        lineages[depth] = round_trips(_read(ctx, f"/sessions/{sid}/lineage"))
+        sessions[depth] = round_trips(_read(ctx, f"/sessions/{sid}"))
+    over = {depth: cost for depth, cost in pages.items() if cost > TRANSCRIPT_PAGE_BOUND}
+    ctx.expect(not over, f"a transcript page cost more than {TRANSCRIPT_PAGE_BOUND} round trips; by depth: {pages}")
+    ctx.expect(len(set(pages.values())) == 1, f"a transcript page costs different round trips by depth: {pages}")
+    over = {depth: cost for depth, cost in lineages.items() if cost > LINEAGE_READ_BOUND}
+    ctx.expect(not over, f"GET /sessions/{{id}}/lineage cost more than {LINEAGE_READ_BOUND} round trip; by depth: {lineages}")
+    over = {depth: cost for depth, cost in sessions.items() if cost > SESSION_READ_BOUND}
+    ctx.expect(not over, f"GET /sessions/{{id}} cost more than {SESSION_READ_BOUND} round trip; by depth: {sessions}")
+
+
+def _read(ctx: CheckContext, path: str) -> Response:
+    response = ctx.alice.get(path)
+    ctx.expect_status(response, 200)
+    return response
 
 
 @check("DIAG-PAGE-COST-001", title="The last page of a long history costs the same as the first", needs=(CAPABILITY,))
 def page_cost_by_position(ctx: CheckContext) -> None:
+    limit = min(7, ctx.limits["max_page_size"])
     ids = ctx.chain(2, turns_per_session=4, records_per_turn=10)
     sid = ids[-1]
     costs: list[int] = []
-    ctx.walk(sid, limit=7, on_page=lambda page: costs.append(round_trips(page)))
-    ctx.expect(len(costs) > 5, f"expected many pages, got {len(costs)}")
-    ctx.expect(len(set(costs)) == 1, f"round trips per page, first to last: {costs}")
+    ctx.walk(sid, limit=limit, on_page=lambda page: costs.append(round_trips(page)))
+    ctx.expect(len(costs) > 5, f"expected many pages of {limit} over 120 records, got {len(costs)}")
+    ctx.expect(len(set(costs)) == 1, f"round trips per page of {limit}, first to last: {costs}")
+
+
+def large_source(ctx: CheckContext) -> tuple[dict[str, Any], int]:
+    """A root with several turns of as many records as one append may carry: (session, records)."""
+    per_turn = min(ctx.limits["max_records_per_append"], LARGE_SOURCE_RECORDS_PER_TURN)
+    session, _, records = ctx.conversation(LARGE_SOURCE_TURNS, records_per_turn=per_turn)
+    return session, len(records)
 
 
 @check("DIAG-FORK-COST-001", title="A fork costs the same whatever the size of its source", needs=(CAPABILITY,))
 def fork_cost_by_source_size(ctx: CheckContext) -> None:
     small, _, _ = ctx.conversation(1, records_per_turn=1)
-    large, _, _ = ctx.conversation(12, records_per_turn=8)
+    large, size = large_source(ctx)
     costs = {}
-    for name, source in (("1 turn", small), ("12 turns", large)):
+    for name, source in (("1 record", small), (f"{size} records", large)):
         response = ctx.fork(source["session_id"], {"mode": "latest"}, key=ctx.new_id("key"))
         ctx.expect_status(response, 201)
         costs[name] = round_trips(response)
     ctx.expect(len(set(costs.values())) == 1, f"fork round trips by source size: {costs}")
+
+
+@check("DIAG-WRITES-001", title="Every response carries the stored items it wrote: 0 for reads and refusals", needs=(WRITES_CAPABILITY,))
+def items_written_on_every_response(ctx: CheckContext) -> None:
+    created = ctx.alice.post("/sessions", json={"session_id": ctx.new_id("s")})
+    sid = ctx.ok(created, 201, "SESS-CREATE-001")["session_id"]
+    started = ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"})
+    turn = ctx.ok(started, 201, "SESS-TURN-001")
+    writes: list[Response] = [created, started]
+    appended = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records",
+                              json={"records": [{"type": "message", "content": {"n": 1}}]})
+    finished = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/finish", json={"status": "completed"})
+    forked = ctx.fork(sid, {"mode": "latest"})
+    for response, status in ((appended, 201), (finished, 200), (forked, 201)):
+        ctx.expect_status(response, status)
+        writes.append(response)
+    reads = [
+        ctx.alice.get("/capabilities"),
+        ctx.alice.get(f"/sessions/{sid}"),
+        ctx.alice.get(f"/sessions/{sid}/transcript"),
+        ctx.alice.get(f"/sessions/{sid}/records"),
+        ctx.alice.get(f"/sessions/{sid}/lineage"),
+    ]
+    refused = [
+        ctx.alice.get(f"/sessions/{ctx.new_id('missing')}"),
+        ctx.anonymous.post("/sessions", json={}),
+        ctx.alice.post("/sessions", json={"session_id": sid}),
+        ctx.alice.post(f"/sessions/{sid}/turns", content=b"{", headers={"Content-Type": "application/json"}),
+        ctx.fork(sid, {"mode": "through", "turn_id": ctx.new_id("missing")}, target=ctx.new_id("never")),
+        ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records",
+                       json={"records": [{"type": "message", "content": {"late": True}}]}),
+    ]
+    if ctx.has("writer-lease"):
+        ttl = min(ctx.limits["max_lease_seconds"], 60)
+        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": ttl})
+        lease_id = ctx.ok(lease, 201, "LEASE-ACQUIRE-001")["lease_id"]
+        writes.append(lease)
+        refused.append(ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": ttl}))
+        released = ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease_id})
+        ctx.expect_status(released, 204, None, "LEASE-RELEASE-001")
+        writes.append(released)
+    for response in refused:
+        ctx.expect(400 <= response.status < 500, f"{describe(response.exchange)}; the request was meant to be refused")
+    for response in reads:
+        ctx.expect_status(response, 200)
+    for response in reads + refused:
+        count = items_written(response)
+        what = "a read" if response in reads else f"a request refused with {response.status}"
+        ctx.expect(
+            count == 0,
+            f"{response.exchange.method} {response.exchange.url} is {what} and reported {WRITES_HEADER}: {count}; "
+            "reads and 4xx answers write nothing and report 0",
+        )
+    for response in writes:
+        count = items_written(response)
+        ctx.expect(
+            count >= 1,
+            f"{response.exchange.method} {response.exchange.url} answered {response.status}, so it stored "
+            f"something, yet reported {WRITES_HEADER}: {count}",
+        )
+
+
+@check("DIAG-FORK-WRITES-001", title="A fork writes the same number of items whatever the size of its source (no copying)", needs=(WRITES_CAPABILITY,))
+def fork_writes_by_source_size(ctx: CheckContext) -> None:
+    small, _, _ = ctx.conversation(1, records_per_turn=1)
+    large, size = large_source(ctx)
+    for keyed in (False, True):
+        written = {}
+        for name, source in (("a 1-record source", small), (f"a {size}-record source", large)):
+            key = ctx.new_id("key") if keyed else None
+            response = ctx.fork(source["session_id"], {"mode": "latest"}, key=key)
+            ctx.expect_status(response, 201, None, "FORK-CREATE-001")
+            written[name] = items_written(response)
+        ctx.expect(
+            len(set(written.values())) == 1,
+            f"a fork {'with' if keyed else 'without'} an Idempotency-Key wrote {written} stored items: "
+            "the count grows with the source, so the fork copies what the child inherits",
+        )

@@ -24,18 +24,21 @@ from reference_impl.store.engine import make_engine, migrate
 
 log = logging.getLogger("reference_impl")
 ROUND_TRIPS_HEADER = "Storage-Round-Trips"
+ITEMS_WRITTEN_HEADER = "Storage-Items-Written"
 
 
 class OutermostLayer:
-    """ASGI middleware around everything else: the round-trip header, and the 500 problem.
+    """ASGI middleware around everything else: the diagnostic headers, and the 500 problem.
 
     An unexpected failure is rendered here, inside the counting, so even that answer carries
-    `Storage-Round-Trips` and is problem+json.
+    `Storage-Round-Trips` and `Storage-Items-Written` and is problem+json. The headers are added
+    when the response starts: every transaction of the request has ended by then.
     """
 
-    def __init__(self, app: ASGIApp, count_round_trips: bool) -> None:
+    def __init__(self, app: ASGIApp, count_round_trips: bool, count_writes: bool = False) -> None:
         self.app = app
         self.count_round_trips = count_round_trips
+        self.count_writes = count_writes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -48,10 +51,12 @@ class OutermostLayer:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                headers = list(message.get("headers", []))
                 if self.count_round_trips:
-                    headers = list(message.get("headers", []))
                     headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
-                    message = {**message, "headers": headers}
+                if self.count_writes:
+                    headers.append((ITEMS_WRITTEN_HEADER.lower().encode(), str(counter.items_written).encode()))
+                message = {**message, "headers": headers}
             await send(message)
 
         try:
@@ -101,7 +106,11 @@ def build_app(services: Services, settings: Settings) -> Starlette:
         },
     )
     app.router.redirect_slashes = False  # a trailing slash names no operation: 404, never a redirect
-    app.add_middleware(OutermostLayer, count_round_trips=settings.query_count_diagnostics)
+    app.add_middleware(
+        OutermostLayer,
+        count_round_trips=settings.query_count_diagnostics,
+        count_writes=settings.write_count_diagnostics,
+    )
     app.state.services = services
     return app
 

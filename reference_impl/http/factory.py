@@ -21,6 +21,7 @@ def settings_to_environment(settings: Settings) -> None:
             "records_database_url": settings.records_database_url,
             "tokens": settings.tokens,
             "query_count_diagnostics": settings.query_count_diagnostics,
+            "write_count_diagnostics": settings.write_count_diagnostics,
             "limits": vars(settings.limits),
         }
     )

@@ -67,7 +67,9 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
 
     sessions, fork, transcript, leases = (chapter(name) for name in ("sessions", "fork", "transcript", "leases"))
     running = [item for item in (sessions, fork, transcript, leases) if item is not None]
-    capabilities = parts["capabilities"](limits, running, settings.query_count_diagnostics)
+    capabilities = parts["capabilities"](
+        limits, running, settings.query_count_diagnostics, write_count_diagnostics=settings.write_count_diagnostics
+    )
     return Services(access, capabilities, sessions, fork, transcript, leases)
 
 

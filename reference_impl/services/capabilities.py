@@ -12,10 +12,17 @@ from reference_impl.settings import Limits
 class CapabilitiesService:
     """Lists each running chapter's capabilities and limits, plus the diagnostics on offer."""
 
-    def __init__(self, limits: Limits, chapters: Sequence[ChapterService], query_count_diagnostics: bool) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        chapters: Sequence[ChapterService],
+        query_count_diagnostics: bool,
+        write_count_diagnostics: bool = False,
+    ) -> None:
         self.limits = limits
         self.chapters = chapters
         self.query_count_diagnostics = query_count_diagnostics
+        self.write_count_diagnostics = write_count_diagnostics
 
     def capabilities(self, spec_version: str) -> dict[str, Any]:
         names = [name for chapter in self.chapters for name in chapter.capabilities]
@@ -23,6 +30,10 @@ class CapabilitiesService:
         if self.query_count_diagnostics:
             names.append("diagnostics.query-count")
             diagnostics["query_count_header"] = "Storage-Round-Trips"
+        diagnostics["write_count"] = self.write_count_diagnostics
+        if self.write_count_diagnostics:
+            names.append("diagnostics.write-count")
+            diagnostics["write_count_header"] = "Storage-Items-Written"
         limits = self.limits
         advertised: dict[str, Any] = {
             "max_record_bytes": limits.max_record_bytes,

@@ -1,0 +1,117 @@
+"""Mutants: the diagnostics headers (round trips by depth, stored items written, copying forks)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Column, Integer, MetaData, String, Table, Text, and_, insert, literal, or_, select
+from starlette.types import ASGIApp
+
+from reference_impl.services.fork import ForkOutcome, ForkService
+from reference_impl.services.sessions import SessionsService
+from reference_impl.services.transcript import Page, TranscriptService
+from reference_impl.settings import Settings
+from reference_impl.store import Transaction
+from reference_impl.store import tables as t
+from reference_impl.store.engine import make_engine
+from tests.mutants import app_with_layers, app_with_service, mutant, reference_app, rewrite_responses
+
+ITEMS_WRITTEN = b"storage-items-written"
+Headers = list[tuple[bytes, bytes]]
+
+
+# ---------------------------------------------------------------- DIAG-DEPTH-001
+@mutant("DIAG-DEPTH-001", select=("diagnostics.transcript_cost_by_depth",),
+        description="A transcript page costs 4 round trips at every depth: equal across depths, over the bound of 2")
+def transcript_page_four_round_trips(settings: Settings) -> ASGIApp:
+    class Service(TranscriptService):
+        def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
+            with self.store.read() as tx:  # a session lookup and a turn count before the page: 2 more
+                tx.session(session_id)
+                tx.last_finished_turn(session_id)
+            return super().transcript(principal, session_id, cursor, limit)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("DIAG-DEPTH-001", select=("diagnostics.transcript_cost_by_depth",),
+        description="GET /sessions/{id} reads the session, then its lineage row in a second statement")
+def session_read_two_round_trips(settings: Settings) -> ASGIApp:
+    class Service(SessionsService):
+        def get_session(self, principal: str, session_id: str) -> dict[str, Any]:
+            with self.store.read() as tx:
+                tx.conn.execute(select(t.session_lineage).where(t.session_lineage.c.session_id == session_id)).first()
+            return super().get_session(principal, session_id)
+
+    return app_with_service(settings, Service)
+
+
+# ---------------------------------------------------------------- DIAG-WRITES-001
+@mutant("DIAG-WRITES-001", select=("diagnostics.items_written_on_every_response",),
+        description="Storage-Items-Written is only sent on successful responses")
+def items_written_missing_on_errors(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
+        if status >= 400:
+            headers = [(k, v) for k, v in headers if k.lower() != ITEMS_WRITTEN]
+        return status, headers, body
+
+    return rewrite_responses(reference_app(settings), rewrite)
+
+
+@mutant("DIAG-WRITES-001", select=("diagnostics.items_written_on_every_response",),
+        description="Storage-Items-Written is an estimate: 2 for every POST or DELETE, 0 for every read")
+def items_written_estimated(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
+        estimate = b"0" if scope["method"] == "GET" else b"2"
+        return status, [(k, v) for k, v in headers if k.lower() != ITEMS_WRITTEN] + [(ITEMS_WRITTEN, estimate)], body
+
+    return rewrite_responses(reference_app(settings), rewrite)
+
+
+# ---------------------------------------------------------------- DIAG-FORK-WRITES-001
+CHECKPOINTS = MetaData()
+# What a checkpointing store keeps per fork: a full copy of the state the child inherits.
+fork_checkpoints = Table(
+    "fork_checkpoints",
+    CHECKPOINTS,
+    Column("child_session_id", String(128), primary_key=True),
+    Column("record_id", String(64), primary_key=True),
+    Column("session_id", String(128), nullable=False),
+    Column("record_index", Integer, nullable=False),
+    Column("content", Text, nullable=False),
+)
+
+
+@mutant("DIAG-FORK-WRITES-001", select=("diagnostics.fork_writes_by_source_size",),
+        description="A fork copies every inherited record into a checkpoint of the child, keeping record ids and "
+                    "provenance, in one INSERT ... SELECT: ids unchanged and round trips flat, writes grow with the source")
+def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
+    engine = make_engine(settings.database_url)
+    CHECKPOINTS.create_all(engine)
+    engine.dispose()
+
+    class Service(ForkService):
+        def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
+            outcome = super()._fork_in(tx, *args)
+            if outcome.replayed:
+                return outcome
+            child_id = outcome.body["session"]["session_id"]
+            chain = tx.chain(child_id, self.limits.max_lineage_depth)
+            bounds = [
+                and_(t.records.c.session_id == link.session.session_id, t.records.c.record_index <= link.record_bound)
+                for link in chain
+                if link.record_bound not in (-1, None)
+            ]
+            if bounds:
+                copied = select(
+                    literal(child_id), t.records.c.record_id, t.records.c.session_id,
+                    t.records.c.record_index, t.records.c.content,
+                ).where(or_(*bounds))
+                tx.conn.execute(
+                    insert(fork_checkpoints).from_select(
+                        ["child_session_id", "record_id", "session_id", "record_index", "content"], copied
+                    )
+                )
+            return outcome
+
+    return app_with_layers(settings, Service)
