@@ -329,7 +329,11 @@ class ApiClient:
         self.recorder = recorder
         self._http = httpx.Client(
             timeout=timeout,
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
+            # Idle connections are dropped after 1 s, before any common server keep-alive timeout
+            # (5 s in several servers): reusing one the server is closing just then resets it.
+            limits=httpx.Limits(
+                max_connections=max_connections, max_keepalive_connections=max_connections, keepalive_expiry=1.0
+            ),
         )
 
     def close(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from conformance.context import CheckContext
@@ -43,14 +44,24 @@ def malformed_bodies(ctx: CheckContext) -> None:
     for path, body in mistyped:
         response = ctx.alice.post(path, json=body)
         ctx.expect_status(response, 422, "invalid-request")
-    for levels in (254, 300, 1_000, 5_000):  # content nested `levels` deep: the body is levels + 3 deep
-        raw = b'{"records": [{"type": "message", "content": ' + b'{"d": ' * levels + b"1" + b"}" * levels + b"}]}"
+    # Content nested `levels` deep makes a body levels + 3 deep; only bodies within max_request_bytes
+    # are sent, since a larger one is refused for its size first (ERR-PRECEDENCE-001).
+    fits = (ctx.limits["max_request_bytes"] - 60) // 6
+    for levels in sorted({254, 300, 1_000, min(5_000, fits)}):
+        raw = b'{"records": [{"type": "message", "content": ' + b'{"d":' * levels + b"1" + b"}" * levels + b"}]}"
         response = ctx.alice.post(f"{turn_path}/records", content=raw, headers={"Content-Type": "application/json"})
         ctx.expect(response.status == 422, f"a body nested {levels + 3} levels deep answered {response.status}, expected 422")
         ctx.expect_status(response, 422, "invalid-request")
-    at_limit = b'{"records": [{"type": "message", "content": ' + b'{"d": ' * 253 + b"1" + b"}" * 253 + b"}]}"
-    response = ctx.alice.post(f"{turn_path}/records", content=at_limit, headers={"Content-Type": "application/json"})
-    ctx.expect_status(response, 201, None, "ERR-MALFORMED-001")  # exactly 256 levels: accepted
+    # Arrays nest in 2 bytes a level, so a record 256 levels deep fits even max_record_bytes 1024:
+    # root, records, record, content, then 252 arrays is exactly 256 levels (accepted); 253 is one too many.
+    for arrays, status in ((253, 422), (252, 201)):
+        raw = b'{"records": [{"type": "message", "content": {"d":' + b"[" * arrays + b"1" + b"]" * arrays + b"}}]}"
+        response = ctx.alice.post(f"{turn_path}/records", content=raw, headers={"Content-Type": "application/json"})
+        ctx.expect(
+            response.status == status,
+            f"a body nested {arrays + 4} levels deep answered {response.status}, expected {status}",
+        )
+        ctx.expect_status(response, status, None, "ERR-MALFORMED-001")
     before = ctx.walk(sid, "records")
     for raw in (b'{"name": "\\udad9"}', b'{"records": [{"type": "m", "content": {"\\ud800": 1}}]}',
                 b'{"records": [{"type": "m", "content": {"n": 1e999}}]}'):
@@ -75,13 +86,30 @@ def media_type(ctx: CheckContext) -> None:
     ctx.expect(ctx.alice.get(f"/sessions/{target}").status == 404, "a refused body created a session")
 
 
-@check("ERR-SIZE-001", title="Bodies above max_request_bytes are refused and change nothing")
+def padded_body(fields: dict[str, Any], size: int) -> bytes:
+    """A JSON body of exactly `size` bytes: the fields, then insignificant whitespace."""
+    body = json.dumps(fields).encode()
+    return body[:-1] + b" " * (size - len(body)) + b"}"
+
+
+@check("ERR-SIZE-001", title="A body of max_request_bytes is accepted; one byte more is refused and changes nothing")
 def oversize_body(ctx: CheckContext) -> None:
+    largest = ctx.limits["max_request_bytes"]
+    json_type = {"Content-Type": "application/json"}
     target = ctx.new_id("never")
-    padding = "x" * (ctx.limits["max_request_bytes"] + 1)
+    response = ctx.alice.post("/sessions", content=padded_body({"session_id": target}, largest + 1), headers=json_type)
+    ctx.expect_status(response, 413, "payload-too-large")
+    ctx.expect(ctx.alice.get(f"/sessions/{target}").status == 404, "an oversize body created a session")
+    padding = "x" * (largest + 1)
     response = ctx.alice.post("/sessions", json={"session_id": target, "name": padding})
     ctx.expect_status(response, 413, "payload-too-large")
     ctx.expect(ctx.alice.get(f"/sessions/{target}").status == 404, "an oversize body created a session")
+    response = ctx.alice.post("/sessions", content=padded_body({"session_id": target}, largest), headers=json_type)
+    ctx.expect(
+        response.status == 201,
+        f"a body of exactly max_request_bytes ({largest} bytes) answered {response.status}; a body at the limit is accepted",
+    )
+    ctx.expect_status(response, 201)
 
 
 @check("ERR-PROBLEM-001", "ERR-TYPE-001", title="Errors are problem documents with the assigned type and status")

@@ -1,28 +1,49 @@
-"""Chapter: writer leases (one writer per session across processes, with expiry)."""
+"""Chapter: writer leases (one writer per session across processes, with expiry).
+
+Every ttl comes from the advertised `max_lease_seconds`; expiry is measured against the suite's
+own clock, from when the acquisition was sent and answered, so clock skew does not matter.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from typing import Any
 
-from conformance.client import Response
+from conformance.client import ApiClient, Response
+from conformance.checks.contention import rounds
 from conformance.context import CheckContext
 from conformance.registry import check
 
 CAPABILITY = "writer-lease"
+HOLD_SECONDS = 60  # long enough for any check that holds a lease; less when the target allows less
+EXPIRY_MARGIN = 0.15  # seconds kept between a probe's arrival and the edge it probes
 
 
-def acquire(ctx: CheckContext, sid: str, ttl: int = 60, lease_id: str | None = None, client=None) -> Response:
-    body: dict = {"ttl_seconds": ttl}
+def max_ttl(ctx: CheckContext) -> int:
+    return ctx.limits["max_lease_seconds"]
+
+
+def hold_ttl(ctx: CheckContext) -> int:
+    return min(max_ttl(ctx), HOLD_SECONDS)
+
+
+def acquire(
+    ctx: CheckContext, sid: str, ttl: int | None = None, lease_id: str | None = None, client: ApiClient | None = None
+) -> Response:
+    body: dict[str, Any] = {"ttl_seconds": hold_ttl(ctx) if ttl is None else ttl}
     if lease_id is not None:
         body["lease_id"] = lease_id
     return (client or ctx.alice).post(f"/sessions/{sid}/lease", json=body)
 
 
+def held_lease(ctx: CheckContext, sid: str, ttl: int | None = None) -> dict[str, Any]:
+    """Acquire a free session's lease (a set-up step: anything but 201 fails LEASE-ACQUIRE-001)."""
+    return ctx.ok(acquire(ctx, sid, ttl), 201, "LEASE-ACQUIRE-001")
+
+
 def writes(ctx: CheckContext, sid: str, turn_id: str, lease: str | None) -> list[Response]:
-    headers = {"Writer-Lease": lease} if lease else None
+    headers = {"Writer-Lease": lease} if lease is not None else None
     return [
         ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"}, headers=headers),
         ctx.alice.post(
@@ -34,50 +55,72 @@ def writes(ctx: CheckContext, sid: str, turn_id: str, lease: str | None) -> list
     ]
 
 
-@check("LEASE-ACQUIRE-001", title="A lease is acquired once, renewed by its holder, refused to others", needs=(CAPABILITY,))
+def wait_until(moment: float) -> None:
+    """Sleep until the monotonic clock reaches `moment` (expiry checks wait a few seconds at most)."""
+    delay = moment - time.monotonic()
+    if delay > 0:
+        threading.Event().wait(delay)
+
+
+@check("LEASE-ACQUIRE-001", title="ttl_seconds from 1 to max_lease_seconds; one holder; renewal by the holder only", needs=(CAPABILITY,))
 def acquire_and_renew(ctx: CheckContext) -> None:
+    longest = max_ttl(ctx)
     sid = ctx.create_session()["session_id"]
-    first = acquire(ctx, sid)
-    ctx.expect_status(first, 201)
-    lease = first.json()
-    ctx.expect(lease["session_id"] == sid and lease["lease_id"], f"lease {lease}")
+    for ttl in (0, longest + 1):  # outside 1..max_lease_seconds: refused, and nothing is held
+        ctx.expect_status(acquire(ctx, sid, ttl), 422, "invalid-request")
+    first = acquire(ctx, sid, longest)  # exactly the maximum is accepted
+    lease = ctx.ok(first, 201)
+    ctx.expect(
+        lease["session_id"] == sid and isinstance(lease["lease_id"], str) and lease["lease_id"],
+        f"POST /sessions/{sid}/lease answered {lease}; expected this session's id and a lease_id",
+    )
     ctx.expect_status(acquire(ctx, sid), 409, "writer-conflict")
-    renewed = acquire(ctx, sid, ttl=120, lease_id=lease["lease_id"])
+    renewed = acquire(ctx, sid, ttl=longest, lease_id=lease["lease_id"])
     ctx.expect_status(renewed, 200)
-    ctx.expect(renewed.json()["expires_at"] >= lease["expires_at"], "a renewal moved the expiry backwards")
+    ctx.expect(
+        renewed.json()["expires_at"] >= lease["expires_at"],
+        f"a renewal moved expires_at from {lease['expires_at']} back to {renewed.json()['expires_at']}",
+    )
     ctx.expect_status(acquire(ctx, sid, lease_id="not-" + lease["lease_id"][:40]), 409, "writer-conflict")
-    too_long = acquire(ctx, sid, ttl=ctx.limits.get("max_lease_seconds", 300) + 1, lease_id=lease["lease_id"])
-    ctx.expect_status(too_long, 422, "invalid-request")
+    ctx.expect_status(acquire(ctx, sid, ttl=longest + 1, lease_id=lease["lease_id"]), 422, "invalid-request")
 
 
 @check("LEASE-EXCLUSIVE-001", title="Concurrent acquisitions through every replica: exactly one wins", needs=(CAPABILITY,))
 def concurrent_acquisitions(ctx: CheckContext) -> None:
-    sid = ctx.create_session()["session_id"]
-    count = min(ctx.config.concurrency, 16)
-    barrier = threading.Barrier(count)
-    clients = ctx.spread()
+    def judge(sid: str, answers: list[Response]) -> None:
+        for answer in answers:
+            if answer.status != 201:
+                ctx.expect_status(answer, 409, "writer-conflict")
+        won = [a for a in answers if a.status == 201]
+        ctx.expect(
+            len(won) == 1,
+            f"{len(answers)} concurrent POST /sessions/{sid}/lease on a free session: {len(won)} answered 201 "
+            f"(leases {[a.json()['lease_id'] for a in won][:4]}); exactly one may win, the others get 409",
+        )
 
-    def one(n: int) -> Response:
-        barrier.wait(timeout=30)
-        return acquire(ctx, sid, client=clients[n % len(clients)])
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        answers = list(pool.map(one, range(count)))
-    won = [a for a in answers if a.status == 201]
-    for answer in answers:
-        if answer.status != 201:
-            ctx.expect_status(answer, 409, "writer-conflict")
-    ctx.expect(len(won) == 1, f"{len(won)} writers acquired the same lease")
+    rounds(
+        ctx,
+        prepare=lambda: ctx.create_session()["session_id"],
+        attempt=lambda sid, n, client: acquire(ctx, sid, client=client),
+        judge=judge,
+    )
 
 
 @check("LEASE-ENFORCE-001", title="Only the lease holder writes; others change nothing", needs=(CAPABILITY,))
 def holder_only_writes(ctx: CheckContext) -> None:
     sid = ctx.create_session()["session_id"]
     turn = ctx.start_turn(sid)  # no lease held: writes need no header
-    lease = acquire(ctx, sid).json()["lease_id"]
-    for answer in writes(ctx, sid, turn["turn_id"], None) + writes(ctx, sid, turn["turn_id"], "someone-else"):
+    lease = held_lease(ctx, sid)["lease_id"]
+    refused = writes(ctx, sid, turn["turn_id"], None) + writes(ctx, sid, turn["turn_id"], "someone-else")
+    refused += writes(ctx, sid, turn["turn_id"], "w" * 64)  # well-formed (64 characters), not held
+    for answer in refused:
         ctx.expect_status(answer, 409, "writer-conflict")
-    ctx.expect(ctx.walk(sid, "records") == [], "a write without the lease changed the session")
+    for malformed in ("w" * 65, "", "has space"):  # not 1 to 64 visible ASCII characters
+        for answer in writes(ctx, sid, turn["turn_id"], malformed):
+            ctx.expect_status(answer, 422, "invalid-request")
+    ctx.expect(ctx.walk(sid, "records") == [], "a write without the held lease stored records")
+    renewed = acquire(ctx, sid, lease_id=lease)  # renewed, in case refusing took a while
+    ctx.expect_status(renewed, 200, None, "LEASE-ACQUIRE-001")
     headers = {"Writer-Lease": lease}
     appended = ctx.alice.post(
         f"/sessions/{sid}/turns/{turn['turn_id']}/records",
@@ -85,32 +128,60 @@ def holder_only_writes(ctx: CheckContext) -> None:
         headers=headers,
     )
     ctx.expect_status(appended, 201)
-    ctx.expect_status(
-        ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/finish", json={"status": "completed"}, headers=headers), 200
-    )
+    finished = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/finish", json={"status": "completed"}, headers=headers)
+    ctx.expect_status(finished, 200)
     ctx.expect(len(ctx.walk(sid, "records")) == 1, "the holder's write was not stored")
 
 
 @check("LEASE-RELEASE-001", title="Releasing a lease frees the session at once", needs=(CAPABILITY,))
 def release(ctx: CheckContext) -> None:
     sid = ctx.create_session()["session_id"]
-    lease = acquire(ctx, sid).json()["lease_id"]
-    ctx.expect_status(ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": "other"}), 409, "writer-conflict")
-    ctx.expect_status(ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease}), 204)
+    lease = held_lease(ctx, sid)["lease_id"]
+    path = f"/sessions/{sid}/lease"
+    for other in ({}, {"Writer-Lease": "other"}, {"Writer-Lease": "r" * 64}):
+        ctx.expect_status(ctx.alice.request("DELETE", path, headers=other), 409, "writer-conflict")
+    for malformed in ("r" * 65, ""):
+        ctx.expect_status(ctx.alice.request("DELETE", path, headers={"Writer-Lease": malformed}), 422, "invalid-request")
+    ctx.expect_status(acquire(ctx, sid), 409, "writer-conflict")  # refused releases left the lease held
+    ctx.expect_status(ctx.alice.request("DELETE", path, headers={"Writer-Lease": lease}), 204)
     ctx.expect_status(ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"}), 201)  # free: no header needed
+    ctx.expect_status(ctx.alice.request("DELETE", path, headers={"Writer-Lease": lease}), 409, "writer-conflict")
     ctx.expect_status(acquire(ctx, sid), 201)
 
 
-@check("LEASE-EXPIRY-001", title="An unrenewed lease expires and its token stops working", needs=(CAPABILITY,))
+@check("LEASE-EXPIRY-001", title="A 1-second lease is held until just before expires_at and free just after", needs=(CAPABILITY,))
 def lease_expires(ctx: CheckContext) -> None:
     sid = ctx.create_session()["session_id"]
-    first = acquire(ctx, sid, ttl=1).json()
-    expires = datetime.fromisoformat(first["expires_at"].replace("Z", "+00:00")).timestamp()
-    # Expiry is a matter of time: wait until the server's own expires_at has passed.
-    deadline = time.time() + 10
-    while time.time() <= expires + 0.05 and time.time() < deadline:
-        threading.Event().wait(min(0.1, max(expires + 0.06 - time.time(), 0.01)))
-    second = acquire(ctx, sid, ttl=60)
-    ctx.expect_status(second, 201)
+    ttl = 1
+    sent = time.monotonic()
+    first = held_lease(ctx, sid, ttl)
+    answered = time.monotonic()
+    trip = answered - sent
+    # The server granted the lease between `sent` and `answered`, so it expires between sent + ttl
+    # and answered + ttl. A probe that arrives before sent + ttl finds it held.
+    probe_at = sent + ttl - trip - EXPIRY_MARGIN
+    if probe_at < answered:  # too slow a round trip to probe a 1-second lease: use the longest
+        ttl = max_ttl(ctx)
+        sid = ctx.create_session()["session_id"]
+        sent = time.monotonic()
+        first = held_lease(ctx, sid, ttl)
+        answered = time.monotonic()
+        trip = answered - sent
+        probe_at = sent + ttl - trip - EXPIRY_MARGIN
+    wait_until(probe_at)
+    before = acquire(ctx, sid, ttl, client=ctx.alice)
+    ctx.expect(
+        before.status == 409,
+        f"a {ttl}-second lease was acquired; {time.monotonic() - sent:.2f} s after the request was sent, before "
+        f"it can have expired, another acquisition answered {before.status} instead of 409 writer-conflict",
+    )
+    ctx.expect_status(before, 409, "writer-conflict")
+    wait_until(answered + ttl + EXPIRY_MARGIN)
+    after = acquire(ctx, sid, hold_ttl(ctx))
+    ctx.expect(
+        after.status == 201,
+        f"a {ttl}-second lease was answered {time.monotonic() - answered:.2f} s ago and not renewed; a new "
+        f"acquisition answered {after.status} instead of 201",
+    )
     turn = ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"}, headers={"Writer-Lease": first["lease_id"]})
     ctx.expect_status(turn, 409, "writer-conflict")

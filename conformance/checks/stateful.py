@@ -97,7 +97,7 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             if mode != "latest":
                 cut["turn_id"] = self._pick_turn(source, pick, foreign)
             expected = self.model.cut_prefix(source, cut)
-            if isinstance(expected, list) and self.model.sessions[source].depth + 1 > max_depth:
+            if self.model.sessions[source].depth + 1 > max_depth:  # checked before the cut (ERR-PRECEDENCE-001)
                 expected = "depth-exceeded"
             response = ctx.fork(source, cut)
             if isinstance(expected, str):

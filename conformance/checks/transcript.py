@@ -82,30 +82,53 @@ def root_and_physical(ctx: CheckContext) -> None:
     ctx.expect(ctx.walk(child, "records") == own, "a child's /records must hold only its own records")
 
 
+PAGED_RECORDS_CAP = 400  # a transcript longer than the largest page the walk uses, up to this size
+
+
 @check("XS-PAGE-001", title="Walking pages yields every record once, in order, within the limit")
 def pagination_walk(ctx: CheckContext) -> None:
-    ids = ctx.chain(3, turns_per_session=2, records_per_turn=3)
+    largest = ctx.limits["max_page_size"]
+    default = ctx.limits["default_page_size"]
+    # One record more than the largest page (capped), over a chain of 4 sessions of 2 turns each.
+    total = min(max(largest, default), PAGED_RECORDS_CAP) + 1
+    per_turn = -(-total // 8)
+    ids = ctx.chain(3, turns_per_session=2, records_per_turn=per_turn)
     sid = ids[-1]
-    everything = ctx.walk(sid, limit=ctx.limits["max_page_size"])
-    ctx.expect(len(everything) == 24, f"expected 24 records across the chain, got {len(everything)}")
-    for limit in (1, 2, 5, 7, 23, 24, 25):
+    everything = ctx.walk(sid, limit=largest)
+    ctx.expect(len(everything) == 8 * per_turn, f"expected {8 * per_turn} records across the chain, got {len(everything)}")
+    limits = sorted({1, 2, min(7, largest), default, largest - 1, largest} - {0})
+    for limit in limits:
         sizes: list[int] = []
         walked = ctx.walk(sid, limit=limit, on_page=lambda page: sizes.append(len(page.json()["records"])))
-        ctx.expect(walked == everything, f"limit {limit}: pages differ from the whole transcript")
+        ctx.expect(walked == everything, f"limit {limit}: the pages differ from the whole transcript")
         ctx.expect(max(sizes) <= limit, f"limit {limit}: a page held {max(sizes)} records")
-    default = ctx.limits["default_page_size"]
-    if default < 24:
-        page = ctx.alice.get(f"/sessions/{sid}/transcript").json()
-        ctx.expect(len(page["records"]) == default and page["has_more"], f"default page size {default} not applied")
+    sizes = []
+    walked = ctx.walk(sid, on_page=lambda page: sizes.append(len(page.json()["records"])))
+    ctx.expect(walked == everything, "without a limit, the pages differ from the whole transcript")
+    ctx.expect(
+        max(sizes) <= default,
+        f"without a limit a page held {max(sizes)} records; default_page_size is {default}",
+    )
+    if len(everything) > default:
+        first = ctx.ok(ctx.alice.get(f"/sessions/{sid}/transcript"), 200)
+        ctx.expect(first["has_more"] is True, f"the first default page of {len(everything)} records has has_more false")
 
 
-@check("XS-PAGE-LIMIT-001", title="A page size outside 1..max_page_size is refused")
+@check("XS-PAGE-LIMIT-001", title="A page size outside 1..max_page_size is refused; 1 and max_page_size are accepted")
 def page_limit_bounds(ctx: CheckContext) -> None:
-    sid = ctx.create_session()["session_id"]
-    for limit in (0, ctx.limits["max_page_size"] + 1):
-        for kind in ("transcript", "records"):
+    largest = ctx.limits["max_page_size"]
+    source, _, records = ctx.conversation(1, records_per_turn=2)
+    sid = source["session_id"]
+    for kind in ("transcript", "records"):
+        for limit in (0, largest + 1):
             response = ctx.alice.get(f"/sessions/{sid}/{kind}", params={"limit": limit})
             ctx.expect_status(response, 422, "invalid-request")
+        for limit in (1, largest):
+            page = ctx.ok(ctx.alice.get(f"/sessions/{sid}/{kind}", params={"limit": limit}), 200)
+            ctx.expect(
+                ctx.keys(page["records"]) == ctx.keys(records[:limit]),
+                f"GET /sessions/{sid}/{kind}?limit={limit} returned {ctx.keys(page['records'])}",
+            )
 
 
 @check("XS-PAGE-GROWTH-001", title="Cursors stay valid while the session grows")

@@ -193,12 +193,23 @@ def run_case(ctx: CheckContext, case: Case) -> None:
         raise CheckFailed(f"{case['description']}: {failure.message}", failure.requirements, failure.exchange) from None
 
 
+MINIMUM_DEPTH = 5  # every server supports lineage this deep (CAP-LIMITS-001)
+
+
 def run_file(ctx: CheckContext, name: str) -> None:
-    """Every case of one file; cases deeper than the advertised depth limit are skipped, not failed."""
+    """Every case of one file. A case deeper than the advertised depth limit fails CAP-LIMITS-001
+    when it stays within the depth every server supports, and is skipped beyond it."""
     limit = ctx.limits["max_lineage_depth"]
     skipped = []
     for case in load_cases(name):
-        if deepest_fork(case) > limit:
+        depth = deepest_fork(case)
+        if depth > limit and depth <= MINIMUM_DEPTH:
+            raise CheckFailed(
+                f"{case['description']}: the case forks to depth {depth}, every server supports depth "
+                f"{MINIMUM_DEPTH}, and the target advertises max_lineage_depth {limit}",
+                ["CAP-LIMITS-001"],
+            )
+        if depth > limit:
             skipped.append(case["description"])
             continue
         run_case(ctx, case)
