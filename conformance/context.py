@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -70,6 +72,13 @@ class CheckContext:
     def require(self, capability: str) -> None:
         if not self.has(capability):
             raise Unsupported(f"the target does not advertise '{capability}'")
+
+    @staticmethod
+    def wait_until(moment: float) -> None:
+        """Sleep until `time.monotonic()` reaches `moment`: expiry checks wait a few seconds at most."""
+        delay = moment - time.monotonic()
+        if delay > 0:
+            threading.Event().wait(min(delay, 10.0))
 
     # ---------------------------------------------------------------- assertions
     def new_id(self, label: str) -> str:

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from conformance.client import Response
 from conformance.context import CheckContext
+from conformance.errors import Unsupported
 from conformance.registry import check
+
+LIFETIME_VERIFIABLE = 3  # seconds: a key lifetime the suite waits out; longer ones are not verified
+EXPIRY_MARGIN = 0.15
 
 
 def _absent(ctx: CheckContext, session_id: str, why: str) -> None:
@@ -264,6 +269,55 @@ def idempotent_retry(ctx: CheckContext) -> None:
     ctx.expect(
         fresh["session"]["session_id"] != first.json()["session"]["session_id"],
         "a different key must create a different child",
+    )
+
+
+@check(
+    "FORK-IDEMPOTENT-001",
+    "FORK-IDEMPOTENT-MISMATCH-001",
+    title="A key replays until just before its advertised lifetime ends, and is free just after",
+)
+def key_lifetime(ctx: CheckContext) -> None:
+    lifetime = ctx.limits["idempotency_key_lifetime_seconds"]
+    if lifetime > LIFETIME_VERIFIABLE:
+        raise Unsupported(f"not verifiable in this run: idempotency_key_lifetime_seconds is {lifetime}")
+    source, turns, _ = ctx.conversation(2)
+    sid, key = source["session_id"], ctx.new_id("key")
+    sent = time.monotonic()
+    first = ctx.fork(sid, {"mode": "latest"}, key=key)
+    answered = time.monotonic()
+    ctx.expect_status(first, 201, None, "FORK-CREATE-001")
+    # The key was stored between `sent` and `answered`: a retry arriving before sent + lifetime is
+    # within its lifetime; one sent after answered + lifetime is past it.
+    probe_at = sent + lifetime - (answered - sent) - EXPIRY_MARGIN
+    if probe_at < answered:
+        raise Unsupported(
+            f"not verifiable in this run: a fork took {answered - sent:.2f} s, too long to probe a "
+            f"{lifetime}-second key lifetime"
+        )
+    ctx.wait_until(probe_at)
+    retry = ctx.fork(sid, {"mode": "latest"}, key=key)
+    ctx.expect(
+        retry.status == 201 and retry.json() == first.json() and retry.header("Idempotency-Replayed") == "true",
+        f"{time.monotonic() - sent:.2f} s after a fork with a {lifetime}-second key lifetime was sent, its identical "
+        f"retry answered {retry.status} with Idempotency-Replayed {retry.header('Idempotency-Replayed')!r}; "
+        "expected the first answer replayed",
+        "FORK-IDEMPOTENT-001",
+    )
+    ctx.wait_until(answered + lifetime + EXPIRY_MARGIN)
+    other = ctx.fork(sid, {"mode": "through", "turn_id": turns[0]["turn_id"]}, key=key)
+    ctx.expect(
+        other.status == 201 and other.header("Idempotency-Replayed") != "true",
+        f"{time.monotonic() - answered:.2f} s after a fork with a {lifetime}-second key lifetime was answered, the "
+        f"same key with a different cut answered {other.status} {other.problem_type or ''} with "
+        f"Idempotency-Replayed {other.header('Idempotency-Replayed')!r}; past its lifetime the key is free and "
+        "the request is a new fork",
+        "FORK-IDEMPOTENT-MISMATCH-001",
+    )
+    ctx.expect(
+        other.json()["session"]["session_id"] != first.json()["session"]["session_id"],
+        "the fork past the key's lifetime answered the first child",
+        "FORK-IDEMPOTENT-MISMATCH-001",
     )
 
 

@@ -6,7 +6,6 @@ own clock, from when the acquisition was sent and answered, so clock skew does n
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -53,13 +52,6 @@ def writes(ctx: CheckContext, sid: str, turn_id: str, lease: str | None) -> list
         ),
         ctx.alice.post(f"/sessions/{sid}/turns/{turn_id}/finish", json={"status": "completed"}, headers=headers),
     ]
-
-
-def wait_until(moment: float) -> None:
-    """Sleep until the monotonic clock reaches `moment` (expiry checks wait a few seconds at most)."""
-    delay = moment - time.monotonic()
-    if delay > 0:
-        threading.Event().wait(delay)
 
 
 @check("LEASE-ACQUIRE-001", title="ttl_seconds from 1 to max_lease_seconds; one holder; renewal by the holder only", needs=(CAPABILITY,))
@@ -168,7 +160,7 @@ def lease_expires(ctx: CheckContext) -> None:
         answered = time.monotonic()
         trip = answered - sent
         probe_at = sent + ttl - trip - EXPIRY_MARGIN
-    wait_until(probe_at)
+    ctx.wait_until(probe_at)
     before = acquire(ctx, sid, ttl, client=ctx.alice)
     ctx.expect(
         before.status == 409,
@@ -176,7 +168,7 @@ def lease_expires(ctx: CheckContext) -> None:
         f"it can have expired, another acquisition answered {before.status} instead of 409 writer-conflict",
     )
     ctx.expect_status(before, 409, "writer-conflict")
-    wait_until(answered + ttl + EXPIRY_MARGIN)
+    ctx.wait_until(answered + ttl + EXPIRY_MARGIN)
     after = acquire(ctx, sid, hold_ttl(ctx))
     ctx.expect(
         after.status == 201,

@@ -129,3 +129,22 @@ def snapshot_outside_transaction(settings: Settings) -> ASGIApp:
             return Cutoff(resolved.session_id, resolved.turn_index, resolved.record_index, counted.value)
 
     return app_with_service(settings, Service)
+
+
+@mutant("LEASE-EXPIRY-001", description="A lease expires at half its ttl, though the answer states the full ttl", select=("leases.lease_expires",))
+def lease_expires_early(settings: Settings) -> ASGIApp:
+    from sqlalchemy import update
+
+    from reference_impl.store import tables as t
+
+    class Service(LeasesService):
+        def acquire_lease(self, principal: str, session_id: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            status, answer = super().acquire_lease(principal, session_id, body)
+            early = timestamp(utcnow() + timedelta(seconds=body["ttl_seconds"] / 2))
+            with self.store.write() as tx:
+                tx.conn.execute(
+                    update(t.session_leases).where(t.session_leases.c.lease_id == answer["lease_id"]).values(expires_at=early)
+                )
+            return status, answer
+
+    return app_with_service(settings, Service)
