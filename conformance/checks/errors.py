@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
+import httpx
+
+from conformance.checks import wire
 from conformance.context import CheckContext
+from conformance.errors import CheckFailed
 from conformance.registry import check
+from conformance.results import Exchange
 
 
 def session_with_running_turn(ctx: CheckContext) -> tuple[str, str, str]:
@@ -235,3 +241,212 @@ def every_operation_matches_schema(ctx: CheckContext) -> None:
         ctx.expect_status(ctx.alice.get(path), 200)
     for kind in ("transcript", "records"):
         ctx.walk(cid, kind, limit=1)
+
+
+def _raw(ctx: CheckContext, method: str, path: str, headers: list[tuple[bytes, bytes]], body: bytes = b"",
+         authorize: bool = True) -> tuple[wire.RawAnswer, Exchange]:
+    """Send one request as exact bytes (alice's token first unless `authorize` is false)."""
+    host = httpx.URL(ctx.config.target).netloc.decode()
+    sent = ([(b"Authorization", f"Bearer {ctx.alice.token}".encode())] if authorize else []) + headers
+    data = wire.request_bytes(method, path, host, sent, body)
+    answer = wire.send_raw(ctx.config.target, data, ctx.config.timeout)
+    exchange = wire.exchange_of(ctx.config.target, data, answer, ctx.alice.principal if authorize else None)
+    ctx.alice.recorder.add(exchange)
+    return answer, exchange
+
+
+@check("ERR-PROTOCOL-001", "ERR-PROBLEM-001", title="Valid but odd HTTP reaches the API; only malformed HTTP may be refused outside problem+json")
+def protocol_level_rejections(ctx: CheckContext) -> None:
+    sid = ctx.create_session()["session_id"]
+    json_type = (b"Content-Type", b"application/json")
+    fork_body = b'{"cut": {"mode": "latest"}}'
+    length = (b"Content-Length", str(len(fork_body)).encode())
+    # Valid HTTP/1.1, however odd: each must reach the API and get its ordinary answer.
+    odd: list[tuple[str, str, str, list[tuple[bytes, bytes]], bytes, int]] = [
+        ("a header named FALSE with the value [", "GET", f"/sessions/{sid}", [(b"FALSE", b"[")], b"", 200),
+        ("an empty header value", "GET", f"/sessions/{sid}", [(b"X-Empty", b"")], b"", 200),
+        ("obs-text in a header value", "GET", f"/sessions/{sid}", [(b"X-Obs-Text", b"caf\xe9 \xff")], b"", 200),
+        ("a header name of every token character", "GET", f"/sessions/{sid}", [(b"X!#$%&'*+-.^_`|~09Az", b"v")], b"", 200),
+        ("a repeated unknown header", "GET", f"/sessions/{sid}/transcript", [(b"X-Twice", b"1"), (b"X-Twice", b"2")], b"", 200),
+        ("a header value with inner tabs", "GET", f"/sessions/{sid}/lineage", [(b"X-Tab", b"a\tb")], b"", 200),
+        ("obs-text in Idempotency-Key", "POST", f"/sessions/{sid}/fork", [json_type, length, (b"Idempotency-Key", b"\xe9t\xe9")], fork_body, 400),
+        ("an empty Idempotency-Key", "POST", f"/sessions/{sid}/fork", [json_type, length, (b"Idempotency-Key", b"")], fork_body, 400),
+    ]
+    for what, method, path, headers, body, status in odd:
+        answer, exchange = _raw(ctx, method, path, headers, body)
+        if answer.status != status or (status >= 400 and answer.content_type != "application/problem+json"):
+            raise CheckFailed(
+                f"{method} {path} with {what} (valid HTTP/1.1) answered {answer.status} "
+                f"{answer.content_type or 'without a content type'}: {answer.body[:120]!r}; expected {status}"
+                f"{' as problem+json' if status >= 400 else ''}: only requests that are not valid HTTP/1.1 may be "
+                "refused before they reach the API",
+                ["ERR-PROTOCOL-001"] + (["ERR-PROBLEM-001"] if status >= 400 and answer.status == status else []),
+                exchange,
+            )
+    answer, exchange = _raw(ctx, "GET", f"/sessions/{sid}", [(b"Authorization", b"Bearer caf\xe9")], authorize=False)
+    ctx.expect(
+        answer.status == 401 and answer.content_type == "application/problem+json",
+        f"GET /sessions/{sid} with obs-text in the bearer token answered {answer.status} {answer.content_type}; "
+        "expected 401 problem+json",
+    )
+    # Not valid HTTP/1.1: a protocol-level rejection (400, 408, 413, 414, 431, any content type) or
+    # a problem+json answer; never a 5xx, never another non-problem status.
+    malformed: list[tuple[str, str, str, list[tuple[bytes, bytes]], bytes]] = [
+        ("a header name with a space", "GET", f"/sessions/{sid}", [(b"Bad Name", b"x")], b""),
+        ("a header name ending in ;", "GET", f"/sessions/{sid}/transcript", [(b"content-length;", b"0")], b""),
+        ("a NUL byte in a header value", "GET", f"/sessions/{sid}", [(b"X-Nul", b"a\x00b")], b""),
+        ("a Content-Length that is not a number", "POST", f"/sessions/{sid}/fork", [json_type, (b"Content-Length", b"abc")], fork_body),
+        ("two different Content-Length headers", "POST", f"/sessions/{sid}/fork",
+         [json_type, (b"Content-Length", str(len(fork_body)).encode()), (b"Content-Length", b"3")], fork_body),
+        ("a space inside the request-target", "GET", f"/sessions/{sid} x", [], b""),
+    ]
+    for what, method, path, headers, body in malformed:
+        answer, exchange = _raw(ctx, method, path, headers, body)
+        if not wire.acceptable_for_malformed(answer):
+            raise CheckFailed(
+                f"{method} {path} with {what} (not valid HTTP/1.1) answered {answer.status} "
+                f"{answer.content_type or 'without a content type'}: {answer.body[:120]!r}; a protocol-level "
+                "rejection is 400, 408, 413, 414 or 431, and any other error answer is problem+json",
+                ["ERR-PROTOCOL-001"] + (["ERR-NO-5XX-001"] if (answer.status or 0) >= 500 else []),
+                exchange,
+            )
+    ctx.ok(ctx.alice.get(f"/sessions/{sid}/lineage"), 200)  # the server still answers
+
+
+# ---------------------------------------------------------------- deterministic hostile input
+# Numbers JSON allows and a double holds (so record content must accept them), at and past the
+# edges where storage types and parsers break: 2^53, 2^63, 2^64 and beyond, the smallest
+# subnormal, and the largest finite doubles.
+HOSTILE_NUMBERS: list[str] = [
+    "9007199254740992", "9007199254740993", "9223372036854775807", "9223372036854775808",
+    "18446744073709551615", "18446744073709551616", "18446744073709551617", "-18446744073709551616",
+    "-9223372036854775809", "340282366920938463463374607431768211457", "1" + "0" * 300,
+    "5e-324", "-5e-324", "2.2250738585072014e-308", "1.7976931348623157e308", "-1.7976931348623157e308",
+    "1.7976931348623157E+308", "1e-400", "0.1e1", "-0", "-0.0", "1E2",
+]
+TOO_LARGE_NUMBERS = ["1e309", "-1e309", "1.8e308", "1" + "0" * 310]
+# Strings JSON allows in record content: NUL and other controls as escapes, right-to-left and
+# combining marks, astral characters, private use and non-characters.
+HOSTILE_TEXT = [
+    "a\u0000b", "\u0001\u001f\u007f\u0080\u009f", "\u202eright-to-left\u202c", "\u0645\u0631\u062d\u0628\u0627",
+    "e\u0301\u0301\u0301", "\U0001F600\U0001F9D1\u200d\U0001F680", "\ue000\U0010FFFD", "\ufeff\ufffe\uffff",
+    "\\", "\"", "</script>", "' OR 1=1 --", "%00", "\t\r\n", "\u2028\u2029",
+]
+# Values no string parameter can take: non-ASCII, right-to-left, NUL and controls, lone
+# surrogates (as UTF-8 bytes and as percent escapes of them), and bytes that are not UTF-8.
+HOSTILE_PATH_IDS = [
+    "%C3%A9t%C3%A9", "%E2%80%AEevil", "%00", "a%00b", "%01", "%7F", "%ED%A0%80", "%FF%FE", "%F0%9F%98%80",
+    "%D9%85%D8%B1", "a%2Fb", "a%20b", "%E2%80%8B",
+]
+HOSTILE_QUERY = ["\u00e9t\u00e9", "\u202eevil", "\u0000", "a\u0000b", "\u0001", "\ud800", "\U0001F600", " ", "\u0661\u0660"]
+HOSTILE_HEADER_VALUES = [b"\xc3\xa9t\xc3\xa9", b"\xe2\x80\xaeevil", b"\xed\xa0\x80", b"\xff\xfe", b"\xf0\x9f\x98\x80", b"caf\xe9"]
+
+
+@check("ERR-NO-5XX-001", "SESS-RECORD-APPEND-001", "ERR-MALFORMED-001",
+       title="Numbers at the edges of integer and double ranges, and strings JSON allows, are stored and read back")
+def hostile_content(ctx: CheckContext) -> None:
+    sid, turn_id, turn_path = session_with_running_turn(ctx)
+    json_type = {"Content-Type": "application/json"}
+    for number in HOSTILE_NUMBERS:
+        raw = b'{"records": [{"type": "message", "content": {"n": ' + number.encode() + b', "list": [' + number.encode() + b"]}}]}"
+        response = ctx.alice.post(f"{turn_path}/records", content=raw, headers=json_type)
+        ctx.expect(
+            response.status == 201,
+            f"a record whose content holds the number {number} (JSON allows it and a double holds it) answered "
+            f"{response.status}: {response.content[:160]!r}; expected 201",
+            "SESS-RECORD-APPEND-001",
+        )
+        stored = ctx.ok(response, 201)["records"][0]["content"]
+        ctx.expect(
+            isinstance(stored["n"], (int, float)) and float(stored["n"]) == float(number),
+            f"the number {number} was stored as {stored['n']!r}", "SESS-RECORD-APPEND-001",
+        )
+    for number in TOO_LARGE_NUMBERS:
+        raw = b'{"records": [{"type": "message", "content": {"n": ' + number.encode() + b"}}]}"
+        ctx.expect_status(ctx.alice.post(f"{turn_path}/records", content=raw, headers=json_type), 400, "malformed-json",
+                          "ERR-MALFORMED-001")
+    texts = {f"t{n}": text for n, text in enumerate(HOSTILE_TEXT)}
+    response = ctx.alice.post(f"{turn_path}/records", json={"records": [{"type": "message", "content": texts}]})
+    ctx.expect(response.status == 201, f"a record of unusual strings answered {response.status}: {response.content[:160]!r}",
+               "SESS-RECORD-APPEND-001")
+    ctx.expect(ctx.ok(response, 201)["records"][0]["content"] == texts, "the unusual strings came back changed",
+               "SESS-RECORD-APPEND-001")
+    ctx.finish(sid, turn_id)
+    walked = ctx.walk(sid)  # every hostile record read back, through the transcript
+    ctx.expect(len(walked) == 2 + len(HOSTILE_NUMBERS) + 1, f"the transcript holds {len(walked)} records",
+               "SESS-RECORD-APPEND-001")
+    ctx.expect(walked[-1]["content"] == texts, "the unusual strings read back changed", "SESS-RECORD-APPEND-001")
+
+
+@check("ERR-NO-5XX-001", "ERR-PROBLEM-001",
+       title="Non-ASCII, right-to-left, NUL, control and lone-surrogate values in every string parameter get 4xx problems")
+def hostile_parameters(ctx: CheckContext) -> None:
+    sid, turn_id, turn_path = session_with_running_turn(ctx)
+    for weird in HOSTILE_PATH_IDS:  # a path id that cannot be an id: 404 wherever it stands
+        for method, path in (("GET", f"/sessions/{weird}"), ("GET", f"/sessions/{weird}/transcript"),
+                             ("GET", f"/sessions/{weird}/lineage"), ("POST", f"/sessions/{weird}/fork"),
+                             ("POST", f"/sessions/{sid}/turns/{weird}/records"), ("POST", f"/sessions/{sid}/turns/{weird}/finish")):
+            body = {"cut": {"mode": "latest"}} if path.endswith("fork") else (
+                {"status": "completed"} if path.endswith("finish") else {"records": [{"type": "m", "content": {}}]})
+            response = ctx.alice.request(method, path, json=body) if method == "POST" else ctx.alice.get(path)
+            ctx.expect_status(response, (400, 404), None, "ERR-NO-5XX-001")
+    for value in HOSTILE_QUERY:  # percent-encoded by hand: a lone surrogate has no UTF-8 of its own
+        encoded = quote(value.encode("utf-8", "surrogatepass"), safe="")
+        for kind in ("transcript", "records"):
+            ctx.expect_status(ctx.alice.get(f"/sessions/{sid}/{kind}?cursor={encoded}"), 400, "invalid-cursor")
+            ctx.expect_status(ctx.alice.get(f"/sessions/{sid}/{kind}?limit={encoded}"), 422, "invalid-request")
+    for value in ("NaN", "Infinity", "1e1", "0x10", "5.0", "", "-0", "1,2"):
+        ctx.expect_status(ctx.alice.get(f"/sessions/{sid}/transcript", params={"limit": value}), 422, "invalid-request")
+    fork_body = {"cut": {"mode": "latest"}}
+    for value in HOSTILE_HEADER_VALUES:  # obs-text: valid HTTP, so the API answers
+        response = ctx.alice.post(f"/sessions/{sid}/fork", json=fork_body, headers={"Idempotency-Key": value})  # type: ignore[dict-item]
+        ctx.expect_status(response, 400, "invalid-idempotency-key")
+        response = ctx.anonymous.get(f"/sessions/{sid}", headers={"Authorization": b"Bearer " + value})  # type: ignore[dict-item]
+        ctx.expect_status(response, 401, "unauthenticated")
+        if ctx.has("writer-lease"):
+            response = ctx.alice.post(f"{turn_path}/records", json={"records": [{"type": "m", "content": {}}]},
+                                      headers={"Writer-Lease": value})  # type: ignore[dict-item]
+            ctx.expect_status(response, 422, "invalid-request")
+    append_body = b'{"records": [{"type": "m", "content": {}}]}'
+    for control in (b"a\x00b", b"a\x01b", b"a\x7fb"):  # not valid HTTP: sent raw
+        for name, path, body in ((b"Idempotency-Key", f"/sessions/{sid}/fork", b'{"cut": {"mode": "latest"}}'),
+                                 (b"Writer-Lease", f"{turn_path}/records", append_body)):
+            headers = [(b"Content-Type", b"application/json"), (b"Content-Length", str(len(body)).encode()), (name, control)]
+            answer, exchange = _raw(ctx, "POST", path, headers, body)
+            if not wire.acceptable_for_malformed(answer) or answer.status in (200, 201):
+                raise CheckFailed(
+                    f"POST {path} with {name.decode()}: {control!r} (a control character: not valid HTTP) answered "
+                    f"{answer.status} {answer.content_type}: {answer.body[:120]!r}; expected a protocol-level "
+                    "rejection (400, 408, 413, 414, 431) or a problem+json refusal of the header",
+                    ["ERR-NO-5XX-001" if (answer.status or 0) >= 500 else "ERR-PROTOCOL-001"],
+                    exchange,
+                )
+    bad_ids: list[Any] = ["\u00e9t\u00e9", "\u202eevil", "a\u0000b", "\U0001F600", "a\u0001", "", "x" * 129, 7, None, [], {}]
+    for bad in bad_ids:
+        cases = [
+            ("/sessions", {"session_id": bad}),
+            (f"/sessions/{sid}/fork", {"cut": {"mode": "latest"}, "target_session_id": bad}),
+            (f"/sessions/{sid}/fork", {"cut": {"mode": "through", "turn_id": bad}}),
+            (f"/sessions/{sid}/turns", {"role": "user", "turn_id": bad}),
+            (f"/sessions/{sid}/turns", {"role": bad}),
+            (f"{turn_path}/finish", {"status": bad}),
+            (f"{turn_path}/records", {"records": [{"type": bad, "content": {}}]}),
+        ]
+        if ctx.has("writer-lease"):
+            cases.append((f"/sessions/{sid}/lease", {"ttl_seconds": 1, "lease_id": bad}))
+        for path, body in cases:
+            ctx.expect_status(ctx.alice.post(path, json=body), 422, "invalid-request")
+    for text in ("a\u0000b", "\u0000"):  # free text holds no NUL
+        ctx.expect_status(ctx.alice.post("/sessions", json={"name": text}), 422, "invalid-request")
+    json_type = {"Content-Type": "application/json"}
+    for raw in (b'{"name": "\\ud800"}', b'{"name": "\\udfff\\ud800"}', b'{"description": "a\\ud83d"}', b'{"name": "\xed\xa0\x80"}',
+                b'{"name": "\xff"}', b'{"name": "\xc3"}'):
+        ctx.expect_status(ctx.alice.post("/sessions", content=raw, headers=json_type), 400, "malformed-json", "ERR-MALFORMED-001")
+    for text in ("\U0001F600" * 1024, "\u202e" + "\u0645" * 1023, "e\u0301" * 512):  # 1024 characters: the limit
+        created = ctx.ok(ctx.alice.post("/sessions", json={"name": text, "description": text}), 201, "SESS-CREATE-001")
+        ctx.expect(created["name"] == text and created["description"] == text,
+                   f"a name of 1024 characters ({text[:2]!r}...) came back changed", "SESS-CREATE-001")
+        read = ctx.ok(ctx.alice.get(f"/sessions/{created['session_id']}"), 200, "SESS-CREATE-001")
+        ctx.expect(read["name"] == text, "a name of 1024 characters was stored changed", "SESS-CREATE-001")
+    ctx.expect_status(ctx.alice.post("/sessions", json={"name": "\U0001F600" * 1025}), 422, "invalid-request")
+    ctx.finish(sid, turn_id)

@@ -113,7 +113,9 @@ async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[
         if len(raw) > max_bytes:
             raise PayloadTooLarge(f"the body exceeds max_request_bytes ({max_bytes})")
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
+        body = json.loads(
+            raw.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float, parse_int=_double_sized_int
+        )
     except RecursionError as exc:  # valid JSON, nested deeper than the parser goes: too deep
         raise InvalidRequest(f"the body is nested deeper than {MAX_NESTING} levels") from exc
     except (ValueError, UnicodeDecodeError) as exc:
@@ -185,6 +187,16 @@ def _finite_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
         raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _double_sized_int(text: str) -> int:
+    """An integer beyond the largest double (about 1.8e308) is a number too large for a double."""
+    value = int(text)
+    try:
+        float(value)
+    except OverflowError:
+        raise ValueError(f"the number {text[:40]}... is out of range") from None
     return value
 
 

@@ -23,7 +23,7 @@ from reference_impl.services.transcript import Page, TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, SessionRow
-from tests.mutants import app_with_service, mutant, open_store, reference_app, rewrite_responses
+from tests.mutants import app_with_service, app_with_transaction, mutant, open_store, reference_app, rewrite_responses
 
 Headers = list[tuple[bytes, bytes]]
 BodyHook = Callable[[dict[str, Any], bytes], dict[str, Any]]
@@ -373,3 +373,77 @@ def size_checked_before_media_type(settings: Settings) -> ASGIApp:
         await app(scope, receive, send)
 
     return wrapped
+
+
+@mutant("ERR-PROTOCOL-001", select=("errors.protocol_level_rejections",),
+        description="A front end refuses valid but odd headers (an empty value, a [ in a value) with 400 text/plain")
+def odd_headers_refused_as_plain_text(settings: Settings) -> ASGIApp:
+    app = reference_app(settings)
+
+    async def strict_front(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and any(not value or b"[" in value for _, value in scope["headers"]):
+            body = b"Invalid HTTP request received."
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return strict_front
+
+
+# ---------------------------------------------------------------- deterministic hostile input
+def _integers(value: Any) -> list[int]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, dict):
+        return [n for item in value.values() for n in _integers(item)]
+    if isinstance(value, list):
+        return [n for item in value for n in _integers(item)]
+    return []
+
+
+@mutant("ERR-NO-5XX-001", select=("errors.hostile_content",),
+        description="Record content goes to a store of 64-bit integers: 2^63 and above crash the append with a 500")
+def big_integers_overflow_storage(settings: Settings) -> ASGIApp:
+    from reference_impl.store import Transaction
+
+    class Tx(Transaction):
+        def insert_records(self, rows: list[dict[str, Any]]) -> None:
+            for row in rows:
+                for number in _integers(json.loads(row["content"])):
+                    if not -(2**63) <= number < 2**63:
+                        raise OverflowError(f"{number} does not fit a BIGINT")
+            super().insert_records(rows)
+
+    return app_with_transaction(settings, Tx)
+
+
+@mutant("ERR-NO-5XX-001", select=("errors.hostile_content",),
+        description="Record content goes to a JSON column that cannot hold NUL: a \\u0000 in content crashes with a 500")
+def nul_in_content_crashes_storage(settings: Settings) -> ASGIApp:
+    from reference_impl.store import Transaction
+
+    class Tx(Transaction):
+        def insert_records(self, rows: list[dict[str, Any]]) -> None:
+            if any("\\u0000" in row["content"] for row in rows):
+                raise ValueError("unsupported Unicode escape sequence: \\u0000 cannot be converted to text")
+            super().insert_records(rows)
+
+    return app_with_transaction(settings, Tx)
+
+
+@mutant("ERR-NO-5XX-001", select=("errors.hostile_parameters",),
+        description="A cursor is decoded as ASCII before it is validated: a non-ASCII cursor crashes with a 500")
+def non_ascii_cursor_crashes(settings: Settings) -> ASGIApp:
+    from reference_impl.services.transcript import Page, TranscriptService
+
+    class Service(TranscriptService):
+        def transcript(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
+            if cursor is not None:
+                cursor.encode("ascii")  # UnicodeEncodeError on anything else
+            return super().transcript(principal, session_id, cursor, limit)
+
+    return app_with_service(settings, Service)
