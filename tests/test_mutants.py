@@ -16,11 +16,12 @@ MUTANTS = all_mutants()
 TOKENS = {"mutant-alice-token": "alice", "mutant-bob-token": "bob"}
 
 
-def run_against(mutant: Mutant, database_url: str, seed: int = 20261202):
+def run_against(mutant: Mutant, database_url: str, seed: int = 20261202, select: tuple[str, ...] | None = None):
     settings = Settings(database_url=database_url, tokens=TOKENS)
     with serve_app(mutant.build(settings)) as server:
         config = load(
-            overrides={"target": server.url, "tokens": list(TOKENS), "select": list(mutant.select), "seed": seed, "strict": True},
+            overrides={"target": server.url, "tokens": list(TOKENS), "select": list(select or mutant.select), "seed": seed,
+                       "strict": True},
             environ={},
         )
         return run(config)

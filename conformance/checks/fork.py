@@ -7,6 +7,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from conformance.checks.contention import rounds
 from conformance.client import Response
 from conformance.context import CheckContext
 from conformance.errors import Unsupported
@@ -342,39 +343,39 @@ def key_reused_differently(ctx: CheckContext) -> None:
             _absent(ctx, target, "a reused key was refused")
 
 
-def _concurrent_forks(ctx: CheckContext, source_id: str, key: str, count: int) -> list[Response]:
-    """`count` identical forks released together, spread over every base URL of the deployment."""
-    barrier = threading.Barrier(count)
-    clients = ctx.spread()
-
-    def one(n: int) -> Response:
-        barrier.wait(timeout=30)
-        return ctx.fork(source_id, {"mode": "latest"}, key=key, client=clients[n % len(clients)])
-
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        return list(pool.map(one, range(count)))
-
-
 @check("FORK-IDEMPOTENT-CONCURRENT-001", title="Concurrent identical forks create exactly one child")
 def concurrent_identical_forks(ctx: CheckContext) -> None:
-    source, _, _ = ctx.conversation(2)
-    key = ctx.new_id("key")
-    answers = _concurrent_forks(ctx, source["session_id"], key, ctx.config.concurrency)
-    created = [a for a in answers if a.status == 201]
-    for answer in answers:
-        ctx.expect_status(answer, (201, 409))
-        if answer.status == 409:
-            ctx.expect_status(answer, 409, "idempotency-in-flight")
-    ctx.expect(bool(created), "no concurrent request created the child")
-    children = {a.json()["session"]["session_id"] for a in created}
-    ctx.expect(len(children) == 1, f"{len(children)} children were created for one key, e.g. {sorted(children)[:3]}")
-    bodies = {a.content for a in created}
-    ctx.expect(len({repr(a.json()) for a in created}) == 1, f"{len(bodies)} different bodies for one key")
-    fresh = sum(1 for a in created if a.header("Idempotency-Replayed") != "true")
-    ctx.expect(fresh == 1, f"{fresh} answers claim to have created the child; exactly one did")
-    retry = ctx.fork(source["session_id"], {"mode": "latest"}, key=key)
-    ctx.expect_status(retry, 201)
-    ctx.expect(retry.json() == created[0].json(), "a later retry returned a different child")
+    def prepare() -> tuple[str, str]:
+        source, _, _ = ctx.conversation(2)
+        return source["session_id"], ctx.new_id("key")
+
+    def attempt(state: tuple[str, str], n: int, client: Any) -> Response:
+        sid, key = state
+        return ctx.fork(sid, {"mode": "latest"}, key=key, client=client)
+
+    def judge(state: tuple[str, str], answers: list[Response]) -> None:
+        sid, key = state
+        for answer in answers:
+            ctx.expect_status(answer, (201, 409))
+            if answer.status == 409:
+                ctx.expect_status(answer, 409, "idempotency-in-flight")
+        created = [a for a in answers if a.status == 201]
+        ctx.expect(bool(created), f"none of {len(answers)} concurrent forks of {sid} with key {key} created the child")
+        children = sorted({a.json()["session"]["session_id"] for a in created})
+        ctx.expect(
+            len(children) == 1,
+            f"{len(answers)} concurrent identical forks of {sid} with one key created {len(children)} children, "
+            f"e.g. {children[:3]}",
+        )
+        bodies = {repr(a.json()) for a in created}
+        ctx.expect(len(bodies) == 1, f"{len(bodies)} different 201 bodies for one key")
+        fresh = sum(1 for a in created if a.header("Idempotency-Replayed") != "true")
+        ctx.expect(fresh == 1, f"{fresh} answers claim to have created the child (no Idempotency-Replayed: true); exactly one did")
+        retry = ctx.fork(sid, {"mode": "latest"}, key=key)
+        ctx.expect_status(retry, 201)
+        ctx.expect(retry.json() == created[0].json(), "a later retry returned a different child")
+
+    rounds(ctx, prepare, attempt, judge)
 
 
 @check("FORK-IDEMPOTENT-KEY-001", title="Malformed Idempotency-Key headers are refused")
@@ -432,27 +433,23 @@ def key_scope(ctx: CheckContext) -> None:
 def concurrent_forks_to_one_target(ctx: CheckContext) -> None:
     source, turns, _ = ctx.conversation(4)
     sid = source["session_id"]
-    target = ctx.new_id("contested")
     cuts = [{"mode": "through", "turn_id": t["turn_id"]} for t in turns] + [{"mode": "before", "turn_id": t["turn_id"]} for t in turns]
-    count = min(ctx.config.concurrency, 16)
-    barrier = threading.Barrier(count)
-    clients = ctx.spread()
 
-    def one(n: int) -> Response:
-        barrier.wait(timeout=30)
-        return ctx.fork(sid, cuts[n % len(cuts)], target=target, key=ctx.new_id("key"), client=clients[n % len(clients)])
+    def attempt(target: str, n: int, client: Any) -> Response:
+        return ctx.fork(sid, cuts[n % len(cuts)], target=target, key=ctx.new_id("key"), client=client)
 
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        answers = list(pool.map(one, range(count)))
-    won = [a for a in answers if a.status == 201 and a.header("Idempotency-Replayed") != "true"]
-    for answer in answers:
-        if answer.status != 201:
-            ctx.expect_status(answer, 409, "target-conflict")
-    ctx.expect(len(won) == 1, f"{len(won)} forks claim to have created {target}")
-    replays = [a for a in answers if a.status == 201 and a not in won]
-    ctx.expect(all(a.json() == won[0].json() for a in replays), "answers for the target describe different children")
-    stored = ctx.alice.get(f"/sessions/{target}").json()
-    ctx.expect(stored["lineage"] == won[0].json()["lineage"], f"the stored child {stored} is not the one answered")
+    def judge(target: str, answers: list[Response]) -> None:
+        for answer in answers:
+            if answer.status != 201:
+                ctx.expect_status(answer, 409, "target-conflict")
+        won = [a for a in answers if a.status == 201 and a.header("Idempotency-Replayed") != "true"]
+        ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent forks claim to have created {target}")
+        replays = [a for a in answers if a.status == 201 and a not in won]
+        ctx.expect(all(a.json() == won[0].json() for a in replays), f"answers for {target} describe different children")
+        stored = ctx.ok(ctx.alice.get(f"/sessions/{target}"), 200, "FORK-CREATE-001")
+        ctx.expect(stored["lineage"] == won[0].json()["lineage"], f"the stored child {stored} is not the one answered")
+
+    rounds(ctx, lambda: ctx.new_id("contested"), attempt, judge)
 
 
 @check("FORK-SNAPSHOT-CONCURRENT-001", title="Forks of a source being written inherit whole finished turns only")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from conformance.checks.contention import rounds
+from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.registry import check
 
@@ -135,3 +137,62 @@ def atomic_append(ctx: CheckContext) -> None:
         response = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records", json={"records": batch})
         ctx.expect_status(response, status)
     ctx.expect(ctx.walk(sid, "records") == before, "part of a refused batch was stored")
+
+
+# ---------------------------------------------------------------- races: exactly one effect
+@check("SESS-ID-CONFLICT-001", title="Concurrent creates of one session id: one 201, the rest 409 session-exists")
+def concurrent_creates(ctx: CheckContext) -> None:
+    def attempt(sid: str, n: int, client: ApiClient) -> Response:
+        return client.post("/sessions", json={"session_id": sid, "name": f"contender-{n}"})
+
+    def judge(sid: str, answers: list[Response]) -> None:
+        for answer in answers:
+            if answer.status != 201:
+                ctx.expect_status(answer, 409, "session-exists")
+        won = [a for a in answers if a.status == 201]
+        ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent POST /sessions with session_id {sid} answered 201")
+        stored = ctx.ok(ctx.alice.get(f"/sessions/{sid}"), 200, "SESS-CREATE-001")
+        ctx.expect(
+            stored["name"] == won[0].json()["name"],
+            f"session {sid} was answered as {won[0].json()['name']!r} but is stored as {stored['name']!r}",
+        )
+
+    rounds(ctx, lambda: ctx.new_id("contested"), attempt, judge)
+
+
+@check("SESS-TURN-SINGLE-001", title="Concurrent turn starts on one session: one 201, the rest 409 turn-in-progress")
+def concurrent_turn_starts(ctx: CheckContext) -> None:
+    def attempt(sid: str, n: int, client: ApiClient) -> Response:
+        return client.post(f"/sessions/{sid}/turns", json={"role": "user" if n % 2 else "assistant"})
+
+    def judge(sid: str, answers: list[Response]) -> None:
+        for answer in answers:
+            if answer.status != 201:
+                ctx.expect_status(answer, 409, "turn-in-progress")
+        won = [a for a in answers if a.status == 201]
+        ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent turn starts on session {sid} answered 201")
+        ctx.finish(sid, won[0].json()["turn_id"])
+        after = ctx.start_turn(sid)
+        ctx.expect(after["index"] == 1, f"the turn started after the race has index {after['index']}; one turn was started before it")
+
+    rounds(ctx, lambda: ctx.create_session()["session_id"], attempt, judge)
+
+
+@check("SESS-TURN-FINISH-001", title="Concurrent finishes of one turn: one 200, the rest 409 turn-not-running")
+def concurrent_finishes(ctx: CheckContext) -> None:
+    def prepare() -> tuple[str, str]:
+        sid = ctx.create_session()["session_id"]
+        return sid, ctx.start_turn(sid)["turn_id"]
+
+    def attempt(state: tuple[str, str], n: int, client: ApiClient) -> Response:
+        sid, turn_id = state
+        return client.post(f"/sessions/{sid}/turns/{turn_id}/finish", json={"status": "completed" if n % 2 else "failed"})
+
+    def judge(state: tuple[str, str], answers: list[Response]) -> None:
+        for answer in answers:
+            if answer.status != 200:
+                ctx.expect_status(answer, 409, "turn-not-running")
+        won = [a for a in answers if a.status == 200]
+        ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent finishes of turn {state[1]} answered 200")
+
+    rounds(ctx, prepare, attempt, judge)

@@ -416,3 +416,90 @@ def record_limits_inclusive(settings: Settings) -> ASGIApp:
             return stricter.append_records(*args)
 
     return app_with_service(settings, Service)
+
+
+# ---------------------------------------------------------------- races (check, then act in another transaction)
+@mutant("SESS-ID-CONFLICT-001", select=("sessions.concurrent_creates",),
+        description="A create checks the id is free in one transaction, then upserts it in another: concurrent creates all win")
+def session_created_twice(settings: Settings) -> ASGIApp:
+    import time
+
+    from sqlalchemy import delete
+
+    from reference_impl.errors import SessionExists
+    from reference_impl.store import tables as t
+
+    class Service(SessionsService):
+        def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
+            sid = body.get("session_id")
+            if sid is None:
+                return super().create_session(principal, body)
+            with self.store.read() as tx:
+                if tx.session(sid) is not None:
+                    raise SessionExists(f"session {sid} already exists")
+            time.sleep(0.005)  # the window between the check and the write
+            with self.store.write() as tx:
+                tx.conn.execute(delete(t.sessions).where(t.sessions.c.session_id == sid))
+            return super().create_session(principal, body)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("SESS-TURN-SINGLE-001", select=("sessions.concurrent_turn_starts",),
+        description="A turn start checks for a running turn in one transaction and claims the slot unconditionally in another")
+def turn_slot_checked_then_taken(settings: Settings) -> ASGIApp:
+    import time
+
+    from sqlalchemy import update
+
+    from reference_impl.errors import TurnInProgress
+    from reference_impl.store import tables as t
+
+    class Tx(Transaction):
+        def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
+            row = self.conn.execute(
+                update(t.sessions).where(t.sessions.c.session_id == session_id)
+                .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1)
+                .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
+            ).first()
+            return (row[0] - 1, row[1]) if row else None
+
+    class Service(SessionsService):
+        def start_turn(self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None) -> dict[str, Any]:
+            with self.store.read() as tx:
+                found = tx.session(session_id)
+                if found is not None and found.running_turn_id is not None:
+                    raise TurnInProgress(f"session {session_id} already has a running turn")
+            time.sleep(0.005)
+            return super().start_turn(principal, session_id, body, lease_id)
+
+    return app_with_layers(settings, Service, transaction_class=Tx)
+
+
+@mutant("SESS-TURN-FINISH-001", select=("sessions.concurrent_finishes",),
+        description="A finish reads the turn's status in one transaction and closes it unconditionally in another")
+def turn_finished_twice(settings: Settings) -> ASGIApp:
+    import time
+
+    from sqlalchemy import select
+
+    from reference_impl.errors import TurnNotRunning
+
+    class Service(SessionsService):
+        def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any],
+                        lease_id: str | None = None) -> dict[str, Any]:
+            with self.store.read() as tx:
+                self.access.writable_session(tx, principal, session_id, lease_id)
+                turn = self.own_turn(tx, session_id, turn_id)
+                if turn.status != "running":
+                    raise TurnNotRunning(f"turn {turn_id} is {turn.status}")
+            time.sleep(0.005)  # the window between the check and the write
+            finished_at = timestamp(utcnow())
+            with self.store.write() as tx:  # closes the turn whatever its status is by now
+                end = tx.conn.execute(select(t.sessions.c.record_count).where(t.sessions.c.session_id == session_id)).scalar_one()
+                tx.conn.execute(update(t.sessions).where(t.sessions.c.session_id == session_id).values(running_turn_id=None))
+                tx.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id)
+                                .values(status=body["status"], finished_at=finished_at, end_record_index=end))
+            return views.turn(replace(turn, status=body["status"], end_record_index=end, finished_at=finished_at))
+
+    return app_with_service(settings, Service)

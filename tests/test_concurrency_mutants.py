@@ -1,0 +1,48 @@
+"""Every concurrency mutant is caught 10 runs out of 10 (slow: about two minutes).
+
+Races are won by chance; a check that catches a racy server only sometimes lets it through a gate
+now and then. Each mutant here runs its concurrency checks ten times, with ten seeds, on a fresh
+database each time. Run with SESSION_LINEAGE_SLOW_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conformance.results import Outcome
+from tests.mutants import MUTANTS, all_mutants
+from tests.test_mutants import run_against
+
+all_mutants()
+RUNS = 10
+# mutant -> the concurrency check that must catch it
+CONCURRENCY_MUTANTS = {
+    "second_acquisition_granted": ("leases.concurrent_acquisitions", "LEASE-EXCLUSIVE-001"),
+    "lease_checked_then_taken": ("leases.concurrent_acquisitions", "LEASE-EXCLUSIVE-001"),
+    "lost_target_race_reported_as_created": ("fork.concurrent_forks_to_one_target", "FORK-TARGET-CONCURRENT-001"),
+    "snapshot_outside_transaction": ("fork.forks_while_source_is_written", "FORK-SNAPSHOT-CONCURRENT-001"),
+    "fork_not_idempotent": ("fork.concurrent_identical_forks", "FORK-IDEMPOTENT-CONCURRENT-001"),
+    "session_created_twice": ("sessions.concurrent_creates", "SESS-ID-CONFLICT-001"),
+    "turn_slot_checked_then_taken": ("sessions.concurrent_turn_starts", "SESS-TURN-SINGLE-001"),
+    "turn_finished_twice": ("sessions.concurrent_finishes", "SESS-TURN-FINISH-001"),
+}
+counts: dict[str, int] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("SESSION_LINEAGE_SLOW_TESTS"), reason="slow: set SESSION_LINEAGE_SLOW_TESTS=1")
+@pytest.mark.parametrize("name", sorted(CONCURRENCY_MUTANTS))
+def test_concurrency_mutant_is_caught_every_time(name: str, tmp_path) -> None:
+    select, requirement = CONCURRENCY_MUTANTS[name]
+    mutant = MUTANTS[name]
+    missed = []
+    for run in range(RUNS):
+        result = run_against(mutant, f"sqlite:///{tmp_path / f'run-{run}.db'}", seed=1000 + run, select=(select,))
+        failed = {v.id for v in result.requirements if v.outcome is Outcome.FAIL}
+        if requirement not in failed:
+            missed.append((run, [f"{c.name}: {c.outcome.value} {c.message[:200]}" for c in result.checks]))
+    counts[name] = RUNS - len(missed)
+    print(f"{name}: caught {counts[name]}/{RUNS} by {select}")
+    assert not missed, f"{name} missed in {len(missed)} of {RUNS} runs: {missed[:2]}"
