@@ -90,6 +90,19 @@ def media_type(ctx: CheckContext) -> None:
     )
     ctx.expect_status(response, 415, "unsupported-media-type")
     ctx.expect(ctx.alice.get(f"/sessions/{target}").status == 404, "a refused body created a session")
+    for media in ("application/vnd.session+json", "application/json; charset=utf-8"):  # JSON by media type
+        chosen = ctx.new_id("json")
+        response = ctx.alice.post("/sessions", content=f'{{"session_id": "{chosen}"}}'.encode(), headers={"Content-Type": media})
+        ctx.expect_status(response, 201)
+    # Without a Content-Type a server MAY read the body as JSON or answer 415; either way consistently.
+    untyped = ctx.new_id("untyped")
+    response = ctx.alice.post("/sessions", content=f'{{"session_id": "{untyped}"}}'.encode())
+    ctx.expect_status(response, (201, 415))
+    if response.status == 415:
+        ctx.expect_status(response, 415, "unsupported-media-type")
+        ctx.expect(ctx.alice.get(f"/sessions/{untyped}").status == 404, "a body refused for its missing media type created a session")
+    else:
+        ctx.expect(response.json()["session_id"] == untyped, "a body without Content-Type was not read as the JSON it is")
 
 
 def padded_body(fields: dict[str, Any], size: int) -> bytes:

@@ -1,0 +1,137 @@
+"""Small servers that differ from the reference only where the spec allows (each must pass the
+suite), and servers that lack something their claim needs (each must fail for the right reason).
+
+A variant is a function from `Settings` to an ASGI app, like a mutant; it reuses the reference
+layers and changes one permitted (or one missing) thing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from reference_impl.errors import IdempotencyInFlight
+from reference_impl.services.fork import ForkOutcome, ForkService
+from reference_impl.settings import Limits, Settings
+from tests.mutants import app_with_service, reference_app
+
+# CAP-LIMITS-001: the smallest limits a server may advertise (key lifetime 2 s, so its expiry is checked).
+MINIMUM_LIMITS = Limits(
+    max_lineage_depth=5,
+    max_page_size=10,
+    default_page_size=10,
+    max_record_bytes=1024,
+    max_records_per_append=3,
+    max_request_bytes=16384,
+    idempotency_key_lifetime_seconds=2,
+    max_lease_seconds=2,
+)
+LEASE_PATH = re.compile(r"^/sessions/[^/]+/lease$")
+
+
+def minimum_limits(settings: Settings) -> ASGIApp:
+    """Every limit at the spec's minimum."""
+    return reference_app(replace(settings, limits=MINIMUM_LIMITS))
+
+
+def no_optional_capability(settings: Settings) -> ASGIApp:
+    """Core only: no writer leases, no diagnostics headers."""
+    return reference_app(
+        replace(
+            settings,
+            disabled_capabilities=frozenset({"writer-lease"}),
+            query_count_diagnostics=False,
+            write_count_diagnostics=False,
+        )
+    )
+
+
+async def _problem(send: Send, status: int, kind: str, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
+    body = json.dumps(
+        {"type": f"urn:session-lineage:problem:{kind}", "title": detail, "status": status, "detail": detail}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/problem+json"),
+                (b"content-length", str(len(body)).encode()),
+                # answered before any storage is touched: counted, zero
+                (b"storage-round-trips", b"0"),
+                (b"storage-items-written", b"0"),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def other_permitted_answers(settings: Settings) -> ASGIApp:
+    """Without `writer-lease`, the lease paths answer 405 (not 404), and a body sent without a
+    Content-Type is answered 415 instead of being read as JSON: both are MAYs of the spec."""
+    app = reference_app(replace(settings, disabled_capabilities=frozenset({"writer-lease"})))
+
+    async def front(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if LEASE_PATH.match(scope["path"]):
+                await _problem(send, 405, "method-not-allowed", "this server offers no writer leases", [(b"allow", b"")])
+                return
+            headers = dict(scope["headers"])
+            if scope["method"] in ("POST", "PUT", "PATCH") and b"content-type" not in headers:
+                if headers.get(b"content-length", b"0") != b"0" or b"transfer-encoding" in headers:
+                    await _problem(send, 415, "unsupported-media-type", "a body needs a JSON Content-Type", [])
+                    return
+        await app(scope, receive, send)
+
+    return front
+
+
+def idempotency_in_flight(settings: Settings) -> ASGIApp:
+    """A fork whose key is still being worked on answers 409 `idempotency-in-flight` at once
+    (FORK-IDEMPOTENT-CONCURRENT-001 allows it) instead of waiting for the first answer."""
+
+    class Service(ForkService):
+        _flight: set[tuple[str, str]] = set()
+        _lock = threading.Lock()
+
+        def fork(self, principal: str, source_id: str, body: dict[str, Any], idempotency_key: str | None) -> ForkOutcome:
+            if idempotency_key is None:
+                return super().fork(principal, source_id, body, None)
+            marker = (principal, idempotency_key)
+            with self._lock:
+                if marker in self._flight:
+                    raise IdempotencyInFlight("a request with this Idempotency-Key is still being answered")
+                self._flight.add(marker)
+            try:
+                time.sleep(0.02)  # a slow fork: concurrent retries find it in flight
+                return super().fork(principal, source_id, body, idempotency_key)
+            finally:
+                with self._lock:
+                    self._flight.discard(marker)
+
+    return app_with_service(settings, Service)
+
+
+def shallow_lineage(settings: Settings) -> ASGIApp:
+    """Lacking: max_lineage_depth 3, below the minimum of 5 every server supports."""
+    return reference_app(replace(settings, limits=replace(settings.limits, max_lineage_depth=3)))
+
+
+def no_diagnostics(settings: Settings) -> ASGIApp:
+    """Lacking under the full profile: neither diagnostics header, so no-copy cannot be shown."""
+    return reference_app(replace(settings, query_count_diagnostics=False, write_count_diagnostics=False))
+
+
+def copying_fork(settings: Settings) -> ASGIApp:
+    """Lacking: every fork copies what the child inherits (ids kept, one statement)."""
+    from tests.mutants import MUTANTS, all_mutants
+
+    all_mutants()
+    return MUTANTS["fork_copies_inherited_records_keeping_ids"].build(settings)
