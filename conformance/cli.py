@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
     serve.set_defaults(handler=_serve)
 
-    docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md from spec/requirements.yaml")
+    docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md and spec/site/index.html from the spec")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
     docs.set_defaults(handler=_docs)
 
@@ -164,17 +164,20 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _docs(args: argparse.Namespace) -> int:
     from conformance.docs import REQUIREMENTS_MD, render_requirements
+    from conformance.spec_site import SITE_HTML, render_site
 
-    text = render_requirements()
-    if args.check:
-        current = REQUIREMENTS_MD.read_text(encoding="utf-8") if REQUIREMENTS_MD.exists() else ""
-        if current != text:
-            print(f"{REQUIREMENTS_MD} is stale: run `session-lineage docs`", file=sys.stderr)
-            return 1
-        return 0
-    REQUIREMENTS_MD.write_text(text, encoding="utf-8")
-    print(f"wrote {REQUIREMENTS_MD}")
-    return 0
+    stale = 0
+    for path, text in ((REQUIREMENTS_MD, render_requirements()), (SITE_HTML, render_site())):
+        if args.check:
+            current = path.read_text(encoding="utf-8") if path.exists() else ""
+            if current != text:
+                print(f"{path} is stale: run `session-lineage docs`", file=sys.stderr)
+                stale = 1
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    return stale
 
 
 def _bundle(args: argparse.Namespace) -> int:
