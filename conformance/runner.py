@@ -153,7 +153,7 @@ class Target:
             result.exchange = failing
             if exchanges:
                 title = f"Replays check {item.name} (seed {seed}) against {self.config.target}."
-                result.reproducer = to_script(exchanges, self.variables, title, failing)
+                result.reproducer = to_script(exchanges, self.variables, title, failing, self.config.id_prefix)
         except Unsupported as skip:
             capability = _NOT_ADVERTISED.search(str(skip))
             if capability:
@@ -342,7 +342,8 @@ def _unfilter(message: str, failing: Exchange, variables: dict[str, str]) -> str
     """Schemathesis prints `Authorization: [Filtered]` in its curl lines; name the token variable."""
     sent = failing.request_headers.get("Authorization") or failing.request_headers.get("authorization") or ""
     for token, variable in variables.items():
-        if token in sent:
+        if sent == f"Bearer {token}":
+            message = message.replace("'Authorization: [Filtered]'", f'"Authorization: Bearer ${variable}"')
             return message.replace("Authorization: [Filtered]", f"Authorization: Bearer ${variable}")
     return message
 
