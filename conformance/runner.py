@@ -256,8 +256,10 @@ def run(
     verdicts = requirement_verdicts(results, catalogue, target.expected, scope)
     profiles = profile_results(scope, verdicts, target.advertised(), config.strict)
     verdict, extra = _verdict(results, verdicts, profiles, config, target, notes)
+    summary = summary_text(verdict.value, claim, profiles, extra)
     if config.select:
         notes.append(f"partial run (--select {', '.join(config.select)}): profiles are judged on the selected checks only")
+        summary += " (partial run: selected checks only)"
     return RunResult(
         suite_version=SUITE_VERSION,
         spec_version=spec.spec_version(),
@@ -274,7 +276,7 @@ def run(
         notes=notes,
         claim=claim.as_dict(),
         profiles=profiles,
-        summary=summary_text(verdict.value, claim, profiles, extra),
+        summary=summary,
         preflight=list(preflight or []),
         deployment_only=deployment_only(catalogue),
         cleanup=target.created.finish(config.keep),
