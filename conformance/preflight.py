@@ -278,6 +278,9 @@ class _Probe:
         for what, path in report_paths:
             file = Path(path)
             existed = file.exists()
+            if file.parent.exists() and not file.parent.is_dir():
+                problems.append(f"cannot write the {what} to {path}: {file.parent} is not a directory")
+                continue
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
                 with open(file, "a", encoding="utf-8"):
