@@ -127,7 +127,7 @@ def to_script(
         label = f"step {number} of {total}: {exchange.method.upper()} {_path(exchange.url)}; the suite saw it {answered}{marker}"
         steps += [
             "",
-            f"echo {shlex.quote('== ' + printable(label))}",
+            f"echo {_word('== ' + printable(label), words)}",
             to_curl(exchange, variables=words, body_file='"$B"') + '; cat "$B"; echo',
         ]
         for value, (name, path) in extractions.get(position, {}).items():

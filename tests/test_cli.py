@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
 
 from conformance.cli import main
 from conformance.embedded import serve_app
@@ -159,3 +163,65 @@ def test_should_failures_gate_only_when_strict(tmp_path) -> None:
         common = ["check", "--target", server.url, "--token", "cli-alice", "--token", "cli-bob", "--quiet", "--select", "CAP"]
         assert main(common) == 0
         assert main(common + ["--strict"]) == 1
+
+
+needs_shell_tools = pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in ("sh", "curl", "python3")), reason="the reproducer runs sh, curl and python3"
+)
+
+
+def replay(script: str, tmp_path: Path, tokens: dict[str, str]) -> list[tuple[int, int]]:
+    """Run a reproducer; for every step, the status the suite saw and the status of the replay."""
+    path = tmp_path / "reproduce.sh"
+    path.write_text(script)
+    env = {**os.environ, **tokens}
+    done = subprocess.run(["sh", str(path)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    seen = [int(m) for m in re.findall(r"the suite saw it answered (\d+)", done.stdout)]
+    replayed = [int(m) for m in re.findall(r"^HTTP/1\.1 (\d+)", done.stdout, re.M)]
+    return list(zip(seen, replayed, strict=True))
+
+
+@needs_shell_tools
+def test_a_reproducer_replays_the_whole_failing_check(tmp_path) -> None:
+    mutant = MUTANTS["fork_not_idempotent"]
+    report = tmp_path / "r.json"
+    with serve_app(mutant.build(Settings(database_url=f"sqlite:///{tmp_path / 'm.db'}", tokens=TOKENS))) as server:
+        code = main(["check", "--target", server.url, "--token", "cli-alice", "--token", "cli-bob", "--quiet",
+                     "--select", "fork.idempotent_retry", "--report-json", str(report)])
+        failing = next(c for c in json.loads(report.read_text())["checks"] if c["outcome"] == "fail")
+        tokens = {"SESSION_LINEAGE_TOKEN_PRINCIPAL_1": "cli-alice", "SESSION_LINEAGE_TOKEN_PRINCIPAL_2": "cli-bob"}
+        first, second = replay(failing["reproducer"], tmp_path, tokens), replay(failing["reproducer"], tmp_path, tokens)
+    assert code == 1
+    script = failing["reproducer"]
+    assert script.startswith("#!/bin/sh\n") and "POST /sessions;" in script.split("\ncurl", 1)[0]  # set-up included
+    assert "cli-alice" not in script and "[Filtered]" not in script
+    assert len(first) >= 5 and all(seen == replayed for seen, replayed in first), first  # every step as the suite saw it
+    assert first == second  # and again: each run uses fresh ids
+
+
+@needs_shell_tools
+def test_fuzz_failures_get_a_reproducer(tmp_path) -> None:
+    from reference_impl.http import create_app
+
+    base = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'f.db'}", tokens=TOKENS))
+
+    async def lineage_breaks(scope, receive, send):  # a 500 the fuzz layer must find
+        if scope["type"] == "http" and scope["path"].endswith("/lineage"):
+            await send({"type": "http.response.start", "status": 500, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"boom"})
+            return
+        await base(scope, receive, send)
+
+    report = tmp_path / "r.json"
+    with serve_app(lineage_breaks) as server:
+        code = main(["check", "--target", server.url, "--token", "cli-alice", "--token", "cli-bob", "--quiet",
+                     "--select", "fuzz.generated_valid_requests", "--seed", "4242", "--report-json", str(report)])
+        failing = json.loads(report.read_text())["checks"][0]
+        steps = replay(failing["reproducer"] or "", tmp_path, {"SESSION_LINEAGE_TOKEN_PRINCIPAL_1": "cli-alice"})
+    assert code == 1 and failing["outcome"] == "fail"
+    assert "ERR-NO-5XX-001" in failing["failed_requirements"]
+    assert "[Filtered]" not in failing["message"] + failing["reproducer"]
+    assert '"Authorization: Bearer $SESSION_LINEAGE_TOKEN_PRINCIPAL_1"' in failing["message"]
+    assert "${SESSION_LINEAGE_TOKEN_PRINCIPAL_1}" in failing["reproducer"]
+    assert steps == [(500, 500)]

@@ -20,7 +20,7 @@ import pytest
 from jsonschema import Draft202012Validator, ValidationError
 from rich.console import Console
 
-from conformance.curl import describe_response, to_curl
+from conformance.curl import describe_response, to_curl, to_script, token_variables
 from conformance.reports import (
     make_console,
     render_console,
@@ -673,3 +673,96 @@ def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> Non
     ) in output
     assert "left behind: 2 sessions with prefix slc-0000-" in output
     assert lines[-1] == f"FAILED: {result.summary}  exit code 1  seed 4242  (rerun with --seed 4242)"
+
+
+# ---------------------------------------------------------------------------------------- html
+
+
+def test_html_report_is_one_self_contained_file(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "report.html"
+    write_html(result, path)
+    page = path.read_text(encoding="utf-8")
+    assert page == render_html(result)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<style>" in page and "<script" not in page and "<link" not in page
+    assert not re.search(r"""\bsrc\s*=|url\(|@import""", page)
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs == ["https://tracker.example/12"]  # only the expected failure's own link, as an anchor
+    assert TOKEN not in page
+    assert result.summary.replace("<", "&lt;") in page and "seed" in page and "4242" in page
+    assert "core (claimed)" in page and "writer-lease missing" in page
+    assert "not verifiable by the suite" in page and "DEPLOY-MULTI-PROCESS-001" in page
+    assert page.count("<details") >= len(result.checks) + 2  # one per check, per chapter, configuration
+    assert "&lt;conflict&gt;" in page and "<conflict>" not in page
+    assert "\\x1b" in page and "\x1b" not in page
+    assert html_escape(by_name(result, "fork.idempotent_retry").reproducer) in page
+    assert "left behind: 2 sessions with prefix slc-0000-" in page
+
+
+def html_escape(text: str | None) -> str:
+    import html
+
+    return html.escape(text or "", quote=True)
+
+
+# ---------------------------------------------------------------------------------------- markdown append
+
+
+def test_markdown_appends_to_an_existing_summary(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "summary.md"
+    path.write_text("previous step\n", encoding="utf-8")
+    write_markdown(result, path)
+    write_markdown(result, path)
+    text = path.read_text(encoding="utf-8")
+    assert text == "previous step\n\n" + render_markdown(result) + "\n" + render_markdown(result)
+
+
+# ---------------------------------------------------------------------------------------- reproducer scripts
+
+
+def exchange(method: str, path: str, status: int, body: bytes | None = None, answer: bytes = b"", token: str = TOKEN) -> Exchange:
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {token}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    return Exchange(method, f"{BASE}{path}", headers, body, status, {"content-type": "application/json"}, answer)
+
+
+def test_script_names_token_variables_and_keeps_made_up_credentials() -> None:
+    variables = token_variables([TOKEN, "second-principal-token"])
+    steps = [
+        exchange("GET", "/sessions/x", 404),
+        exchange("GET", "/sessions/x", 404, token="second-principal-token"),
+        exchange("GET", "/sessions/x", 401, token="made-up"),
+    ]
+    script = to_script(steps, variables, "title", steps[-1])
+    assert TOKEN not in script and "second-principal-token" not in script and "[Filtered]" not in script
+    assert '-H "Authorization: Bearer ${SESSION_LINEAGE_TOKEN_PRINCIPAL_1}"' in script
+    assert '-H "Authorization: Bearer ${SESSION_LINEAGE_TOKEN_PRINCIPAL_2}"' in script
+    assert "-H 'Authorization: Bearer made-up'" in script
+    assert "# Export the tokens first (see the README): SESSION_LINEAGE_TOKEN_PRINCIPAL_1, SESSION_LINEAGE_TOKEN_PRINCIPAL_2" in script
+    assert "set -e" not in script.replace("No `set -e`", "")
+    assert "step 3 of 3: GET /sessions/x; the suite saw it answered 401 (the failing request)" in script
+
+
+def test_script_gives_fresh_ids_and_reads_the_ids_the_target_chose() -> None:
+    prefix = "slc-abcdef12-"
+    steps = [
+        exchange("POST", "/sessions", 201, f'{{"session_id": "{prefix}s-1"}}'.encode(), f'{{"session_id": "{prefix}s-1"}}'.encode()),
+        exchange("POST", f"/sessions/{prefix}s-1/turns", 201, b'{"role": "user"}', b'{"turn_id": "0f1e2d3c-server-chosen", "index": 0}'),
+        exchange("POST", f"/sessions/{prefix}s-1/turns/0f1e2d3c-server-chosen/finish", 200, b'{"status": "completed"}'),
+    ]
+    script = to_script(steps, token_variables([TOKEN]), "title", steps[-1], prefix)
+    assert prefix not in script.split("\n", 6)[6]  # after the comment naming the old prefix
+    assert 'P="slc-r$(date +%s)-$$-"' in script
+    assert "ID1=$(field turn_id)" in script
+    assert '"http://127.0.0.1:8080/sessions/${P}s-1/turns/${ID1}/finish"' in script
+    assert "0f1e2d3c-server-chosen" not in script.split("ID1=$(field turn_id)", 1)[1]
+
+
+def test_long_sequences_are_truncated_and_say_so() -> None:
+    steps = [exchange("GET", f"/sessions/s-{n}", 404) for n in range(450)]
+    script = to_script(steps, token_variables([TOKEN]), "title", steps[-1], max_steps=300)
+    assert script.count("\ncurl ") == 300
+    assert "# ... 150 requests left out here (truncated: a reproducer keeps 300) ..." in script
+    assert "step 100 of 450" in script and "step 101 of 450" not in script and "step 251 of 450" in script
+    assert "step 450 of 450: GET /sessions/s-449; the suite saw it answered 404 (the failing request)" in script
