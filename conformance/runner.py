@@ -240,6 +240,16 @@ def run(
             results = [_result(item, catalogue, Outcome.ERROR, f"not run: {exc}") for item in selected]
             selected = []
         claim = target.claim
+        implemented = str(target.discover().get("spec_version", ""))
+        try:
+            older = spec.version_tuple(implemented) < spec.version_tuple(claim.version)
+        except ValueError:
+            older = False
+        if older:
+            notes.append(
+                f"the target implements spec {implemented} but is held to {claim}: "
+                f"claim {claim.profile}@{implemented} (--profile) to judge it against its own version"
+            )
         for name in target.missing_expected_capabilities():
             notes.append(f"expected capability '{name}' is not advertised by the target")
         for item in selected:

@@ -85,7 +85,8 @@ def render_console(result: RunResult, console: Console) -> None:
         line.append(f"{label:<5} ", style=STYLES[check.outcome])
         line.append(f"{check.name}  [{', '.join(ids)}]  ")
         if check.outcome is Outcome.XPASS:
-            first = f"listed as an expected failure ({check.reason or 'no reason given'}) but passed"
+            link = f", {check.link}" if check.link else ""
+            first = f"listed as an expected failure ({check.reason or 'no reason given'}{link}) but passed"
         else:
             first = check.message.splitlines()[0] if check.message else ""
         line.append(printable(first if len(first) <= 240 else first[:237] + "..."))

@@ -146,6 +146,7 @@ def _requirements(result: RunResult) -> str:
     chapters: dict[str, list[Any]] = {}
     for verdict in result.requirements:
         chapters.setdefault(verdict.chapter, []).append(verdict)
+    checks = {check.name: check for check in result.checks}
     blocks = ["<h2>Requirements by chapter</h2>"]
     for chapter, verdicts in chapters.items():
         bad = sum(1 for v in verdicts if v.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.XPASS))
@@ -154,7 +155,7 @@ def _requirements(result: RunResult) -> str:
         )
         rows = []
         for v in verdicts:
-            note = v.reason or ""
+            note = v.reason or _message(v, checks)
             link = _link(v.link)
             rows.append(
                 f"<tr><td><code>{_e(v.id)}</code></td><td>{_e(v.level)}</td><td>{_e(v.title)}</td>"
@@ -167,6 +168,17 @@ def _requirements(result: RunResult) -> str:
             f'<span class="muted">({_e(counts)})</span></summary><table>{head}{"".join(rows)}</table></details>'
         )
     return "\n".join(blocks)
+
+
+def _message(verdict: Any, checks: dict[str, CheckResult]) -> str:
+    """What went wrong for a requirement: the first line of the message of a check that failed it."""
+    for name in verdict.checks:
+        check = checks.get(name)
+        if check is None or not check.message:
+            continue
+        if verdict.id in check.failed_requirements or check.outcome is Outcome.ERROR:
+            return check.message.splitlines()[0][:300]
+    return ""
 
 
 def _checks(result: RunResult) -> str:
