@@ -144,27 +144,42 @@ def profile_results(
     return results
 
 
-def describe(profile: ProfileResult, limit: int = 3) -> str:
-    """Why a profile was not reached, shortest first: missing capabilities, then failed IDs."""
+def describe(profile: ProfileResult, limit: int = 3, stated: dict[str, str] | None = None) -> str:
+    """Why a profile was not reached, shortest first: missing capabilities, then failed IDs.
+
+    IDs in `stated` (ID -> the profile whose description already named it) are not repeated.
+    """
+    stated = stated if stated is not None else {}
     reasons = [f"{name} missing" for name in profile.missing_capabilities]
-    failed = profile.failed_requirements
+    failed = [req for req in profile.failed_requirements if req not in stated]
     if failed:
         shown = ", ".join(failed[:limit]) + (f" and {len(failed) - limit} more" if len(failed) > limit else "")
         reasons.append(f"{shown} failed")
+    earlier = list(dict.fromkeys(stated[req] for req in profile.failed_requirements if req in stated))
+    if earlier:
+        reasons.append(f"the failures of {', '.join(earlier)}")
     if profile.undetermined_requirements:
         reasons.append(f"{len(profile.undetermined_requirements)} without a verdict")
+    for req in profile.failed_requirements:
+        stated.setdefault(req, profile.name)
     return ", ".join(reasons)
+
+
+def describe_all(profiles: list[ProfileResult]) -> list[str]:
+    """`NAME not reached: why` for every profile not reached, each failure named once."""
+    stated: dict[str, str] = {}
+    return [
+        f"{p.name} {'undetermined' if p.status == 'undetermined' else 'not reached'}: {describe(p, stated=stated)}"
+        for p in profiles
+        if not p.reached
+    ]
 
 
 def summary_text(verdict_value: str, claim: Claim, profiles: list[ProfileResult], extra: list[str]) -> str:
     """The verdict in words, naming what was reached:
     "conformant: core 1.1.0; full not reached: writer-lease missing"."""
     reached = [f"{p.name} {p.version}" for p in profiles if p.reached]
-    others = [
-        f"{p.name} {'undetermined' if p.status == 'undetermined' else 'not reached'}: {describe(p)}"
-        for p in profiles
-        if not p.reached
-    ]
+    others = describe_all(profiles)
     head = {
         "conformant": "conformant",
         "not-conformant": f"not conformant to {claim.profile} {claim.version}",
@@ -179,4 +194,13 @@ def summary_text(verdict_value: str, claim: Claim, profiles: list[ProfileResult]
     return text
 
 
-__all__ = ["Claim", "Scope", "parse_claim", "resolve_claim", "profile_results", "summary_text", "describe"]
+__all__ = [
+    "Claim",
+    "Scope",
+    "parse_claim",
+    "resolve_claim",
+    "profile_results",
+    "summary_text",
+    "describe",
+    "describe_all",
+]

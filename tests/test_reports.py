@@ -669,7 +669,7 @@ def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> Non
     assert "not verifiable by the suite (deployment-only): DEPLOY-MULTI-PROCESS-001" in output
     assert (
         "profiles at 1.0.0: core (claimed) not reached: FORK-IDEMPOTENT-001 failed, 1 without a verdict · "
-        "full not reached: writer-lease missing, FORK-IDEMPOTENT-001 failed"
+        "full not reached: writer-lease missing, the failures of core"
     ) in output
     assert "left behind: 2 sessions with prefix slc-0000-" in output
     assert lines[-1] == f"FAILED: {result.summary}  exit code 1  seed 4242  (rerun with --seed 4242)"

@@ -97,9 +97,9 @@ def render_console(result: RunResult, console: Console) -> None:
         ids = ", ".join(item["id"] for item in result.deployment_only)
         console.print(Text(f"{NOT_VERIFIABLE} (deployment-only): {ids}", style="dim"))
     if result.profiles:
-        parts = []
+        parts, stated = [], {}
         for profile in result.profiles:
-            status = profile.status if profile.reached else f"{profile.status}: {describe(profile)}"
+            status = profile.status if profile.reached else f"{profile.status}: {describe(profile, stated=stated)}"
             parts.append(f"{profile.name}{' (claimed)' if profile.claimed else ''} {status}")
         version = result.profiles[0].version
         console.print(Text(f"profiles at {version}: " + " · ".join(parts)))
