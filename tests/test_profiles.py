@@ -248,3 +248,12 @@ def _expect(tmp_path: Path) -> Path:
     path = tmp_path / "suite.yaml"
     path.write_text("expect_capabilities: [writer-lease]\n")
     return path
+
+
+def test_an_unusable_claim_in_the_capability_document_is_a_preflight_error(tmp_path, capsys) -> None:
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'claims.db'}", tokens=TOKENS))
+    with serve_app(without_writer_lease(app, "platinum")) as server:
+        code = main(["check", "--target", server.url, *GOOD, "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "failed   capabilities: conformance_claim 'platinum' in the capability document: unknown profile 'platinum'" in err

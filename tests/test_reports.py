@@ -18,7 +18,6 @@ from typing import Any, Callable
 
 import pytest
 from jsonschema import Draft202012Validator, ValidationError
-from rich.console import Console
 
 from conformance.curl import describe_response, to_curl, to_script, token_variables
 from conformance.reports import (
