@@ -24,8 +24,7 @@ def test_plugin_runs_selected_checks_as_tests(tmp_path) -> None:
     assert "collected 6 items" in done.stdout
     assert "session-lineage::capabilities.discovery_document PASSED" in done.stdout
     assert "5 passed, 1 skipped" in done.stdout  # CAP-UNADVERTISED-001 has nothing to check on a full server
-    assert "
-::" not in done.stdout  # node ids name the suite, never start with `::`
+    assert "\n::" not in done.stdout  # node ids name the suite, never start with `::`
 
 
 def test_plugin_selects_by_requirement_keyword(tmp_path) -> None:
