@@ -76,6 +76,11 @@ def _declared_response(operation: Operation, status: int) -> dict[str, Any] | No
     return response
 
 
+def _text(value: str | bytes) -> str:
+    """A header value as text: bytes (obs-text a check sends on purpose) decoded as Latin-1."""
+    return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
 def describe(exchange: Exchange) -> str:
     """`METHOD url answered STATUS (problem kind)`: the start of every message about a response."""
     text = f"{exchange.method} {exchange.url} answered {exchange.status}"
@@ -391,7 +396,7 @@ class ApiClient:
         exchange = Exchange(
             method=method.upper(),
             url=url,
-            request_headers={**request_headers, **dict(repeated_headers or [])},
+            request_headers={k: _text(v) for k, v in {**request_headers, **dict(repeated_headers or [])}.items()},
             request_body=content,
             status=answer.status_code,
             response_headers=dict(answer.headers),

@@ -455,11 +455,15 @@ def hostile_parameters(ctx: CheckContext) -> None:
     for raw in (b'{"name": "\\ud800"}', b'{"name": "\\udfff\\ud800"}', b'{"description": "a\\ud83d"}', b'{"name": "\xed\xa0\x80"}',
                 b'{"name": "\xff"}', b'{"name": "\xc3"}'):
         ctx.expect_status(ctx.alice.post("/sessions", content=raw, headers=json_type), 400, "malformed-json", "ERR-MALFORMED-001")
+    def utf8(body: dict[str, Any]) -> bytes:  # raw UTF-8, not \u escapes: 1024 characters fit max_request_bytes
+        return json.dumps(body, ensure_ascii=False).encode()
+
     for text in ("\U0001F600" * 1024, "\u202e" + "\u0645" * 1023, "e\u0301" * 512):  # 1024 characters: the limit
-        created = ctx.ok(ctx.alice.post("/sessions", json={"name": text, "description": text}), 201, "SESS-CREATE-001")
+        response = ctx.alice.post("/sessions", content=utf8({"name": text, "description": text}), headers=json_type)
+        created = ctx.ok(response, 201, "SESS-CREATE-001")
         ctx.expect(created["name"] == text and created["description"] == text,
                    f"a name of 1024 characters ({text[:2]!r}...) came back changed", "SESS-CREATE-001")
         read = ctx.ok(ctx.alice.get(f"/sessions/{created['session_id']}"), 200, "SESS-CREATE-001")
         ctx.expect(read["name"] == text, "a name of 1024 characters was stored changed", "SESS-CREATE-001")
-    ctx.expect_status(ctx.alice.post("/sessions", json={"name": "\U0001F600" * 1025}), 422, "invalid-request")
+    ctx.expect_status(ctx.alice.post("/sessions", content=utf8({"name": "\U0001F600" * 1025}), headers=json_type), 422, "invalid-request")
     ctx.finish(sid, turn_id)

@@ -1,0 +1,152 @@
+"""The suite judges servers it did not write: permitted variants pass, lacking servers fail for
+the right requirement.
+
+Each variant (tests/variants) differs from the reference only where the spec allows, or lacks
+one thing its claimed profile needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from conformance.config import load
+from conformance.embedded import serve_app
+from conformance.registry import all_checks
+from conformance.results import Outcome, RunResult, Verdict
+from conformance.runner import run
+from reference_impl.settings import Settings
+from tests import variants
+
+TOKENS = {"variant-alice": "alice", "variant-bob": "bob"}
+# Checks that have nothing to apply to on a server offering every optional capability.
+NOT_APPLICABLE_WITH_EVERY_CAPABILITY = {"capabilities.unadvertised_operations"}
+
+
+def run_variant(build: Callable[[Settings], Any], tmp_path: Any, seed: int = 5, **overrides: Any) -> RunResult:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'variant.db'}", tokens=TOKENS)
+    with serve_app(build(settings)) as server:
+        config = load(overrides={"target": server.url, "tokens": list(TOKENS), "seed": seed, "strict": True, **overrides},
+                      environ={})
+        return run(config)
+
+
+def outcomes(result: RunResult) -> dict[str, Outcome]:
+    return {v.id: v.outcome for v in result.requirements}
+
+
+def not_passing(result: RunResult, allowed: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+    return [
+        f"{c.name}: {c.outcome.value}: {(c.message or c.reason or '')[:300]}"
+        for c in result.checks
+        if c.outcome is not Outcome.PASS and c.name not in allowed
+    ]
+
+
+# ---------------------------------------------------------------- permitted variants pass
+def test_limits_at_the_spec_minimums_pass_the_whole_suite(tmp_path: Any) -> None:
+    """Page 10, batch 3, record 1024, request 16384, depth 5, lease 2 s, key lifetime 2 s."""
+    result = run_variant(variants.minimum_limits, tmp_path)
+    assert not not_passing(result, NOT_APPLICABLE_WITH_EVERY_CAPABILITY), not_passing(result, NOT_APPLICABLE_WITH_EVERY_CAPABILITY)
+    assert len(result.checks) == len(all_checks())
+    by_name = {c.name: c.outcome for c in result.checks}
+    assert by_name["fork.key_lifetime"] is Outcome.PASS  # a 2-second key lifetime is waited out
+    assert by_name["leases.lease_expires"] is Outcome.PASS
+    assert result.verdict is Verdict.CONFORMANT and result.exit_code == 0
+
+
+def test_no_optional_capability_passes_under_the_core_profile(tmp_path: Any) -> None:
+    """No writer leases, no diagnostics headers: conformant to `core`, the rest out of scope."""
+    result = run_variant(variants.no_optional_capability, tmp_path, profile="core")
+    checks = {c.name: c for c in result.checks}
+    assert checks["capabilities.unadvertised_operations"].outcome is Outcome.PASS
+    out_of_scope = {name for name, c in checks.items() if c.outcome is Outcome.OUT_OF_SCOPE}
+    assert out_of_scope == {c.name for c in all_checks() if c.chapter in ("leases", "diagnostics")}
+    allowed = out_of_scope | {"fork.key_lifetime"}  # a day-long key lifetime is not verifiable in a run
+    assert not not_passing(result, allowed), not_passing(result, allowed)
+    assert result.verdict is Verdict.CONFORMANT and result.exit_code == 0
+
+
+def test_other_permitted_answers_pass(tmp_path: Any) -> None:
+    """405 (not 404) for the lease operations it does not offer; 415 for a body without Content-Type."""
+    select = ["capabilities", "errors", "sessions", "fork.fork_creates_child", "authorization"]
+    result = run_variant(variants.other_permitted_answers, tmp_path, profile="core", select=select)
+    by_name = {c.name: c.outcome for c in result.checks}
+    assert by_name["capabilities.unadvertised_operations"] is Outcome.PASS
+    assert by_name["errors.media_type"] is Outcome.PASS
+    assert not not_passing(result), not_passing(result)
+    assert result.verdict is Verdict.CONFORMANT
+
+
+def test_an_in_flight_409_for_concurrent_identical_forks_passes(tmp_path: Any) -> None:
+    in_flight: list[int] = []
+
+    def counting(settings: Settings) -> Any:
+        app = variants.idempotency_in_flight(settings)
+
+        async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            async def watch(message: dict[str, Any]) -> None:
+                if message["type"] == "http.response.start" and message["status"] == 409:
+                    in_flight.append(1)
+                await send(message)
+
+            await app(scope, receive, watch)
+
+        return wrapped
+
+    result = run_variant(counting, tmp_path, select=["fork.concurrent_identical_forks", "FORK-IDEMPOTENT"])
+    assert not not_passing(result, {"fork.key_lifetime"}), not_passing(result, {"fork.key_lifetime"})
+    by_name = {c.name: c.outcome for c in result.checks}
+    assert by_name["fork.concurrent_identical_forks"] is Outcome.PASS
+    assert in_flight, "the variant never answered 409 idempotency-in-flight, so the test proved nothing"
+
+
+# ---------------------------------------------------------------- lacking servers fail for the right reason
+def test_a_fork_that_copies_what_the_child_inherits_fails_no_copy(tmp_path: Any) -> None:
+    """Ids kept and one statement: FORK-NO-COPY-001 and DIAG-FORK-COST-001 cannot see the copy;
+    the items written can."""
+    select = ["fork.fork_creates_child", "diagnostics", "transcript.effective_order_depth_5"]
+    result = run_variant(variants.copying_fork, tmp_path, select=select)
+    found = outcomes(result)
+    assert found["DIAG-FORK-WRITES-001"] is Outcome.FAIL
+    assert found["FORK-NO-COPY-001"] is Outcome.PASS and found["DIAG-FORK-COST-001"] is Outcome.PASS
+    assert found["XS-EFFECTIVE-001"] is Outcome.PASS
+    assert {k for k, v in found.items() if v is Outcome.FAIL} == {"DIAG-FORK-WRITES-001"}
+    assert result.verdict is Verdict.NOT_CONFORMANT and result.exit_code == 1
+
+
+def test_no_diagnostics_under_the_full_claim_is_not_testable(tmp_path: Any) -> None:
+    """Without the headers no-copy cannot be shown: within `full` that is a failure, never a skip."""
+    result = run_variant(variants.no_diagnostics, tmp_path, select=["diagnostics", "capabilities"])
+    found = outcomes(result)
+    for requirement in ("DIAG-HEADER-001", "DIAG-DEPTH-001", "DIAG-PAGE-COST-001", "DIAG-WRITES-001", "DIAG-FORK-WRITES-001"):
+        assert found[requirement] is Outcome.FAIL, (requirement, found)
+    untestable = [c for c in result.checks if c.chapter == "diagnostics"]
+    assert untestable and all(c.outcome is Outcome.FAIL and "not testable" in c.message for c in untestable)
+    assert found["CAP-NAMES-001"] is Outcome.PASS  # not listing them is honest
+    assert result.verdict is Verdict.NOT_CONFORMANT and result.exit_code == 1
+
+
+def test_a_lineage_limit_below_the_minimum_fails_cap_limits(tmp_path: Any) -> None:
+    """max_lineage_depth 3: the depth check fails citing CAP-LIMITS-001, never reading at 3 for 5."""
+    result = run_variant(variants.shallow_lineage, tmp_path, select=["capabilities.minimum_limits", "diagnostics.transcript_cost_by_depth", "vectors.chains"])
+    by_name = {c.name: c for c in result.checks}
+    depth = by_name["diagnostics.transcript_cost_by_depth"]
+    assert depth.outcome is Outcome.FAIL and depth.failed_requirements == ["CAP-LIMITS-001"], depth.message
+    assert "max_lineage_depth is 3" in depth.message
+    assert by_name["vectors.chains"].failed_requirements == ["CAP-LIMITS-001"]
+    assert outcomes(result)["CAP-LIMITS-001"] is Outcome.FAIL
+    assert result.verdict is Verdict.NOT_CONFORMANT
+
+
+@pytest.mark.parametrize("name", ["minimum_limits", "no_optional_capability", "other_permitted_answers",
+                                  "idempotency_in_flight", "shallow_lineage", "no_diagnostics", "copying_fork"])
+def test_every_variant_is_a_server(name: str, tmp_path: Any) -> None:
+    """Each variant serves the capability document (a quick smoke test of the builders)."""
+    import httpx
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'smoke.db'}", tokens=TOKENS)
+    with serve_app(getattr(variants, name)(settings)) as server:
+        assert httpx.get(f"{server.url}/capabilities").status_code == 200
