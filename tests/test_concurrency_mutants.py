@@ -1,4 +1,5 @@
-"""Every concurrency mutant is caught 10 runs out of 10 (slow: about two minutes).
+"""Slow proofs of reliability: every concurrency mutant is caught 10 runs out of 10 (about three
+minutes), and 20 consecutive seeded runs against a served reference pass (about an hour).
 
 Races are won by chance; a check that catches a racy server only sometimes lets it through a gate
 now and then. Each mutant here runs its concurrency checks ten times, with ten seeds, on a fresh
@@ -46,3 +47,18 @@ def test_concurrency_mutant_is_caught_every_time(name: str, tmp_path) -> None:
     counts[name] = RUNS - len(missed)
     print(f"{name}: caught {counts[name]}/{RUNS} by {select}")
     assert not missed, f"{name} missed in {len(missed)} of {RUNS} runs: {missed[:2]}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("SESSION_LINEAGE_SLOW_TESTS"), reason="slow: set SESSION_LINEAGE_SLOW_TESTS=1")
+@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+def test_twenty_seeded_runs_against_a_served_reference(engine: str, request: pytest.FixtureRequest) -> None:
+    """20 consecutive `check --target` runs (seed 4242 among them) against two served replicas:
+    0 failures and 0 errors (about 30 minutes per engine)."""
+    from tests.seeded_runs import SEEDS, one_run
+
+    if engine == "postgresql":
+        os.environ.setdefault("DATABASE_URL", request.getfixturevalue("postgres_server"))
+    runs = [one_run(engine, seed) for seed in SEEDS]
+    bad = [run for run in runs if run["fail"] or run["error"]]
+    assert not bad, bad
