@@ -26,7 +26,13 @@ def suite(urls: list[str], **overrides: object):
 def test_whole_suite_passes_on_two_processes_sharing_postgres(postgres_url: str, tmp_path) -> None:
     with server_processes(postgres_url, tmp_path, count=2) as servers:
         result = suite([server.url for server in servers])
-    problems = [f"{c.name}: {c.outcome.value}: {c.message}" for c in result.checks if c.outcome is not Outcome.PASS]
+    # Nothing to apply to on a server offering everything, and a day-long key lifetime: skipped.
+    allowed = {"capabilities.unadvertised_operations", "fork.key_lifetime"}
+    problems = [
+        f"{c.name}: {c.outcome.value}: {c.message}"
+        for c in result.checks
+        if c.outcome is not Outcome.PASS and not (c.name in allowed and c.outcome is Outcome.SKIPPED)
+    ]
     assert not problems, "\n".join(problems)
     assert result.verdict is Verdict.CONFORMANT
 
