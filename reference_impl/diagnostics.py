@@ -91,14 +91,21 @@ def instrument(engine: Engine) -> None:
 
     @event.listens_for(engine, "commit")
     def _commit(conn: Any) -> None:
-        rows = conn.info.pop(_PENDING, 0)
-        if sqlite:
-            rows = total_changes(conn) - conn.info.pop(_BASELINE, total_changes(conn))
+        try:
+            rows = conn.info.pop(_PENDING, 0)
+            if sqlite:
+                rows = total_changes(conn) - conn.info.pop(_BASELINE, total_changes(conn))
+        except Exception:  # the link is gone: the commit itself fails next, with a storage error
+            return
         counter = _current.get()
         if counter is not None:
             counter.items_written += rows
 
     @event.listens_for(engine, "rollback")
     def _rollback(conn: Any) -> None:
-        conn.info.pop(_PENDING, 0)
-        conn.info.pop(_BASELINE, None)
+        try:
+            info = conn.info
+        except Exception:  # the link to the database is gone (invalidated): nothing was committed
+            return
+        info.pop(_PENDING, 0)
+        info.pop(_BASELINE, None)
