@@ -653,11 +653,11 @@ def attachment_immutability(ctx: CheckContext) -> None:
     later = upload(ctx, ctx.alice, sid, b"not inherited")["attachment_id"]
     own = upload(ctx, ctx.alice, child, b"the child's own")["attachment_id"]
     content = fetch(ctx.alice, child, inherited).content
-    response = ctx.alice.request("DELETE", f"/sessions/{child}/attachments/{inherited}")
-    ctx.expect_status(response, 409, "attachment-inherited", "ATT-IMMUTABLE-001")
-    response = ctx.alice.request("DELETE", f"/sessions/{sid}/attachments/{inherited}")
-    ctx.expect_status(response, 409, "attachment-inherited", "ATT-IMMUTABLE-001")
-    ctx.expect(fetch(ctx.alice, child, inherited).content == content, "a refused delete changed the inherited attachment", "DEL-STABLE-001")
+    for where in (child, sid):  # through the child, and at its source
+        response = ctx.alice.request("DELETE", f"/sessions/{where}/attachments/{inherited}")
+        ctx.expect_status(response, 409, "attachment-inherited", "ATT-IMMUTABLE-001")
+        after = fetch(ctx.alice, child, inherited)
+        ctx.expect(after.status == 200 and after.content == content, "a refused delete changed the inherited attachment", "DEL-STABLE-001")
     ctx.expect_status(fetch(ctx.alice, sid, inherited), 200, None, "ATT-IMMUTABLE-001")
     for where, attachment_id in ((sid, later), (child, own)):
         ctx.expect_status(ctx.alice.request("DELETE", f"/sessions/{where}/attachments/{attachment_id}"), 204, None, "ATT-IMMUTABLE-001")
@@ -743,8 +743,9 @@ def purge(ctx: CheckContext) -> None:
     for client in (alice, carol):
         ctx.expect_status(client.get(f"/sessions/{sid}"), 404, "not-found", "DEL-PURGE-001")
     ctx.expect_status(alice.post(f"/sessions/{sid}/purge"), 404, "not-found", "DEL-PURGE-001")
-    reborn = ctx.create_session(alice, session_id=sid)
-    ctx.expect(reborn["lineage"] is None, "the purged id names a new root", "DEL-PURGE-001")
+    reborn = alice.post("/sessions", json={"session_id": sid})
+    ctx.expect_status(reborn, 201, None, "DEL-PURGE-001")
+    ctx.expect(reborn.json()["lineage"] is None, "the purged id names a new root", "DEL-PURGE-001")
     ctx.expect(ctx.walk(sid) == [], "the new session inherited the purged session's records", "DEL-PURGE-001")
     if attachment:
         ctx.expect_status(fetch(alice, sid, attachment), 404, "not-found", "DEL-PURGE-001")
