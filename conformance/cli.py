@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -47,7 +47,22 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--expected-failures", help="the target's expected-failures YAML file")
     check.add_argument("--report-json", help="write the JSON report here")
     check.add_argument("--junit", help="write JUnit XML here")
-    check.add_argument("--markdown", help="write the Markdown summary here")
+    check.add_argument("--markdown", help="append the Markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY)")
+    check.add_argument("--html", help="write a self-contained HTML report here")
+    check.add_argument(
+        "--profile",
+        help="the profile the target claims, NAME or NAME@VERSION, e.g. core or full@1.1.0 "
+        "(env SESSION_LINEAGE_PROFILE; default: the capability document's conformance_claim, else full)",
+    )
+    check.add_argument(
+        "--skip-preflight",
+        metavar="NAME[,NAME]",
+        help="preflight items not to run: reachable, capabilities, tokens, principals, replicas, reports, expected-failures",
+    )
+    check.add_argument(
+        "--keep", action="store_true", default=None,
+        help="keep everything the suite creates (the API offers no deletion yet, so today only the report's wording changes)",
+    )
     check.add_argument("--list", action="store_true", help="list the checks and their requirement IDs, then exit")
     check.add_argument("--quiet", action="store_true", help="no progress display")
     check.set_defaults(handler=_check)
@@ -65,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
     serve.set_defaults(handler=_serve)
 
-    docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md from spec/requirements.yaml")
+    docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md and spec/site/index.html from the spec")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
     docs.set_defaults(handler=_docs)
 
@@ -76,20 +91,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from conformance.progress import ProgressDisplay
     from conformance.registry import all_checks, select
-    from conformance.reports import render_console, write_json, write_junit, write_markdown
-    from conformance.runner import run
 
-    console = Console(stderr=True)
     if args.embedded_database_url and not args.embedded:
         raise ConfigError("--embedded-database-url needs --embedded")
     if args.list:
-        for item in all_checks():
-            print(f"{item.name:55} {' '.join(item.requirements)}")
-        return 0
+        return _list_checks(all_checks())
+
+    from conformance.preflight import run_preflight
+    from conformance.progress import ProgressDisplay
+    from conformance.reports import make_console, render_console, render_preflight
+    from conformance.runner import run
+
+    console = make_console()
+    reports = _report_paths(args)
     with ExitStack() as stack:
         overrides = {
             "strict": args.strict,
@@ -98,6 +113,9 @@ def _check(args: argparse.Namespace) -> int:
             "expected_failures": args.expected_failures,
             "target": args.target,
             "tokens": args.tokens,
+            "profile": args.profile,
+            "keep": args.keep,
+            "skip_preflight": args.skip_preflight,
         }
         if args.embedded:
             from conformance.embedded import reference_server
@@ -107,23 +125,63 @@ def _check(args: argparse.Namespace) -> int:
             server = stack.enter_context(reference_server(args.embedded_database_url))
             overrides.update(target=server.url, tokens=list(server.tokens))
         config = load(args.config, overrides)
-        selected = select(all_checks(), config.select)
+        checks = all_checks()
+        selected = select(checks, config.select)
         if not selected:
             raise ConfigError(f"no check matches --select {', '.join(config.select)}")
         console.print(
             f"session-lineage conformance {SUITE_VERSION} → {config.target}  "
-            f"seed {config.seed}  ids {config.id_prefix}*  {len(selected)} checks"
+            f"seed {config.seed}  ids {config.id_prefix}*  {len(selected)} checks",
+            highlight=False,
         )
+        preflight = run_preflight(config, [(what, path) for what, path, _ in reports], [c.name for c in checks])
+        render_preflight(preflight.items, console)
+        if not preflight.ok:
+            return EXIT_USAGE
         display = ProgressDisplay(console, len(selected), enabled=not args.quiet)
         with display:
-            result = run(config, progress=display.update)
+            result = run(
+                config,
+                progress=display.update,
+                capabilities=preflight.capabilities,
+                preflight=preflight.items,
+                created=preflight.created,
+                expected=preflight.expected,
+            )
     render_console(result, console)
-    for path, writer in ((args.report_json, write_json), (args.junit, write_junit), (args.markdown, write_markdown)):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    for what, path, writer in reports:
+        try:
             writer(result, path)
-            console.print(f"[dim]wrote {path}[/dim]")
+        except OSError as exc:  # preflight found it writable; it changed during the run
+            console.print(f"[bold red]could not write the {what} to {path}: {exc.strerror or exc}[/bold red]")
+            return EXIT_USAGE
+        console.print(f"[dim]wrote {path}[/dim]", highlight=False)
     return result.exit_code
+
+
+def _report_paths(args: argparse.Namespace) -> list[tuple[str, str, Callable[..., None]]]:
+    from conformance.reports import write_html, write_json, write_junit, write_markdown
+
+    wanted = (
+        ("JSON report", args.report_json, write_json),
+        ("JUnit report", args.junit, write_junit),
+        ("Markdown summary", args.markdown, write_markdown),
+        ("HTML report", args.html, write_html),
+    )
+    return [(what, path, writer) for what, path, writer in wanted if path]
+
+
+def _list_checks(checks: list) -> int:
+    """Print every check; a reader that stops early (`| head`) ends the listing quietly."""
+    try:
+        for item in checks:
+            sys.stdout.write(f"{item.name:55} {' '.join(item.requirements)}\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; point it at /dev/null so that flush cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -172,17 +230,20 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _docs(args: argparse.Namespace) -> int:
     from conformance.docs import REQUIREMENTS_MD, render_requirements
+    from conformance.spec_site import SITE_HTML, render_site
 
-    text = render_requirements()
-    if args.check:
-        current = REQUIREMENTS_MD.read_text(encoding="utf-8") if REQUIREMENTS_MD.exists() else ""
-        if current != text:
-            print(f"{REQUIREMENTS_MD} is stale: run `session-lineage docs`", file=sys.stderr)
-            return 1
-        return 0
-    REQUIREMENTS_MD.write_text(text, encoding="utf-8")
-    print(f"wrote {REQUIREMENTS_MD}")
-    return 0
+    stale = 0
+    for path, text in ((REQUIREMENTS_MD, render_requirements()), (SITE_HTML, render_site())):
+        if args.check:
+            current = path.read_text(encoding="utf-8") if path.exists() else ""
+            if current != text:
+                print(f"{path} is stale: run `session-lineage docs`", file=sys.stderr)
+                stale = 1
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+    return stale
 
 
 def _bundle(args: argparse.Namespace) -> int:

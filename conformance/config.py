@@ -40,6 +40,9 @@ class Config:
     concurrency: int = 32
     fuzz_examples: int = 25
     stateful_examples: int = 20
+    profile: str | None = None  # the claim, NAME or NAME@VERSION; None: the target's or the default
+    keep: bool = False  # keep what the suite created (today nothing can be removed anyway)
+    skip_preflight: tuple[str, ...] = ()  # preflight items not to run
     roles: tuple[str, ...] = ()  # the role of each token, in order; empty: ROLES in order
 
     def role_index(self) -> dict[str, int]:
@@ -120,6 +123,24 @@ def _tokens(value: Any) -> tuple[str, ...]:
     return tokens
 
 
+def _claim(value: Any) -> str:
+    from conformance.profiles import parse_claim
+
+    text = _string(value)
+    parse_claim(text, "configuration")  # raises ValueError naming what is wrong
+    return text
+
+
+def _preflight_names(value: Any) -> tuple[str, ...]:
+    from conformance.preflight import ITEM_NAMES
+
+    names = _list(value)
+    unknown = [name for name in names if name not in ITEM_NAMES]
+    if unknown:
+        raise ValueError(f"unknown preflight item(s) {', '.join(unknown)} (known: {', '.join(ITEM_NAMES)})")
+    return names
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -166,6 +187,9 @@ KEYS = (
     Key("concurrency", _positive_int, help="parallel requests in concurrency checks"),
     Key("fuzz_examples", _positive_int, help="Schemathesis examples per operation"),
     Key("stateful_examples", _positive_int, help="Hypothesis state-machine runs"),
+    Key("profile", _claim, help="the profile the target claims, NAME or NAME@VERSION (default: full at the suite's spec version)"),
+    Key("keep", _bool, help="keep every session the suite creates (the API offers no deletion yet)"),
+    Key("skip_preflight", _preflight_names, help="preflight items not to run, comma-separated"),
 )
 KEY_NAMES = {key.name for key in KEYS}
 
@@ -232,28 +256,51 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_expected_failures(path: str | None) -> dict[str, str]:
-    """Check names or requirement IDs the target expects to fail, each with its reason (and link)."""
+@dataclass(frozen=True)
+class ExpectedFailure:
+    """One entry of a target's expected-failures file: a check name or a requirement ID."""
+
+    name: str
+    kind: str  # "check" or "requirement"
+    reason: str
+    link: str | None = None
+
+
+def load_expected_failures(path: str | None) -> dict[str, ExpectedFailure]:
+    """Check names or requirement IDs the target expects to fail, each with its reason and link.
+
+    Only the file's shape is checked here; preflight checks that every name exists.
+    """
     if path is None:
         return {}
     file = Path(path)
     if not file.is_file():
         raise ConfigError(f"expected-failures file {path!r} does not exist")
-    data = yaml.safe_load(file.read_text(encoding="utf-8")) or []
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or []
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"expected-failures file {path!r} is not valid YAML: {exc}") from None
     if not isinstance(data, list):
         raise ConfigError(f"expected-failures file {path!r} must hold a list")
-    entries: dict[str, str] = {}
+    entries: dict[str, ExpectedFailure] = {}
     for position, item in enumerate(data):
-        if not isinstance(item, dict) or not item.get("reason") or not (
-            item.get("check") or item.get("requirement")
+        if (
+            not isinstance(item, dict)
+            or not item.get("reason")
+            or bool(item.get("check")) == bool(item.get("requirement"))
         ):
             raise ConfigError(
-                f"expected-failures entry {position} needs 'check' or 'requirement' and a 'reason'"
+                f"expected-failures entry {position} needs either 'check' or 'requirement', and a 'reason'"
             )
-        reason = str(item["reason"])
-        if item.get("link"):
-            reason += f" ({item['link']})"
-        entries[str(item.get("check") or item.get("requirement"))] = reason
+        unknown_keys = sorted(set(item) - {"check", "requirement", "reason", "link"})
+        if unknown_keys:
+            raise ConfigError(f"expected-failures entry {position} has unknown keys: {', '.join(unknown_keys)}")
+        kind = "check" if item.get("check") else "requirement"
+        name = str(item[kind])
+        if name in entries:
+            raise ConfigError(f"expected-failures file lists {name!r} twice")
+        link = str(item["link"]) if item.get("link") else None
+        entries[name] = ExpectedFailure(name, kind, str(item["reason"]), link)
     return entries
 
 
@@ -266,4 +313,4 @@ def example_config() -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["Config", "ConfigError", "KEYS", "load", "load_expected_failures", "example_config"]
+__all__ = ["Config", "ConfigError", "ExpectedFailure", "KEYS", "load", "load_expected_failures", "example_config"]

@@ -15,6 +15,7 @@ STYLE = {
     Outcome.FAIL: "bold red",
     Outcome.ERROR: "bold magenta",
     Outcome.SKIPPED: "yellow",
+    Outcome.OUT_OF_SCOPE: "dim",
     Outcome.XFAIL: "cyan",
     Outcome.XPASS: "bold yellow",
 }
@@ -49,7 +50,7 @@ class ProgressDisplay:
             return
         assert result is not None
         self.progress.advance(self.task)
-        if result.outcome not in (Outcome.PASS, Outcome.SKIPPED):
+        if result.outcome not in (Outcome.PASS, Outcome.SKIPPED, Outcome.OUT_OF_SCOPE):
             style = STYLE[result.outcome]
             line = f"[{style}]{result.outcome.value:>16}[/{style}]  {check.name}"
             if result.outcome in (Outcome.FAIL, Outcome.ERROR):

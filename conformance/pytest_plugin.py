@@ -1,22 +1,26 @@
 """pytest plugin: `pytest --sl-target URL --sl-token A --sl-token B` runs every check as a test.
 
-Each conformance check becomes one pytest item named after the check, with its requirement IDs as
-keywords (`-k FORK_IDEMPOTENT_001`). Unsupported checks are skipped, listed expected failures are
-xfailed, and failures show the violated requirement IDs and a curl reproducer. Without `--sl-target`
-or `--sl-embedded` the plugin adds nothing.
+Each conformance check becomes one pytest item, `session-lineage::<check name>`, with its
+requirement IDs as keywords (`-k FORK_IDEMPOTENT_001`). The items are collected like any other
+tests, so counts and `-k` selection read as usual. Preflight runs first and stops the session on a
+set-up mistake. Checks outside the claimed profile are skipped as out of scope, listed expected
+failures are xfailed, and failures show the violated requirement IDs and a reproducer. Without
+`--sl-target` or `--sl-embedded` the plugin adds nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from typing import Any
 
 import pytest
 
-from conformance.config import load
+from conformance.config import ConfigError, load
 from conformance.registry import Check, all_checks, select
 from conformance.results import Outcome
+
+ROOT_NODE = "session-lineage"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -27,6 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sl-config", help="YAML configuration file")
     group.addoption("--sl-seed", type=int, help="seed for the run")
     group.addoption("--sl-select", action="append", help="check name or requirement ID prefix")
+    group.addoption("--sl-profile", help="the profile the target claims, NAME or NAME@VERSION")
+    group.addoption("--sl-strict", action="store_true", default=None, help="SHOULD failures and unexpected passes fail")
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -34,6 +40,8 @@ def _enabled(config: pytest.Config) -> bool:
 
 
 class ConformanceCollector(pytest.Collector):
+    """The checks, as one collector beside the project's own test files."""
+
     def collect(self) -> Iterator[pytest.Item]:
         state = self.config.stash[_STATE]
         for item in select(all_checks(), state["config"].select):
@@ -49,12 +57,19 @@ class ConformanceItem(pytest.Item):
         self.check = check
 
     def runtest(self) -> None:
-        target = self.config.stash[_STATE]["target"]
-        result = target.run_check(self.check)
+        state = self.config.stash[_STATE]
+        result = state["target"].run_check(self.check)
+        if result.outcome is Outcome.OUT_OF_SCOPE:
+            pytest.skip(f"out of scope: {result.reason}")
         if result.outcome is Outcome.SKIPPED:
-            pytest.skip(result.reason or "unsupported")
+            pytest.skip(result.reason or "not verifiable in this run")
         if result.outcome is Outcome.XFAIL:
             pytest.xfail(result.reason or "expected failure")
+        if result.outcome is Outcome.XPASS and state["config"].strict:
+            pytest.fail(
+                f"listed as an expected failure ({result.reason}) but passed: remove it from the expected-failures file",
+                pytrace=False,
+            )
         if result.outcome in (Outcome.FAIL, Outcome.ERROR):
             ids = ", ".join(result.failed_requirements or result.requirements)
             message = f"[{ids}] {result.message}"
@@ -72,24 +87,45 @@ _STATE = pytest.StashKey[dict]()
 def pytest_configure(config: pytest.Config) -> None:
     if not _enabled(config):
         return
-    from conformance.runner import Target
-
     stack = ExitStack()
     overrides: dict[str, Any] = {
         "target": config.getoption("--sl-target"),
         "tokens": config.getoption("--sl-token"),
         "seed": config.getoption("--sl-seed"),
         "select": config.getoption("--sl-select"),
+        "profile": config.getoption("--sl-profile"),
+        "strict": config.getoption("--sl-strict"),
     }
     if config.getoption("--sl-embedded"):
         from conformance.embedded import reference_server
 
         server = stack.enter_context(reference_server())
         overrides.update(target=server.url, tokens=list(server.tokens))
-    suite_config = load(config.getoption("--sl-config"), overrides)
-    target = Target(suite_config)
-    stack.callback(target.close)
-    config.stash[_STATE] = {"config": suite_config, "target": target, "stack": stack}
+    try:
+        suite_config = load(config.getoption("--sl-config"), overrides)
+    except ConfigError as exc:
+        stack.close()
+        raise pytest.UsageError(f"session-lineage: configuration error: {exc}") from None
+    config.stash[_STATE] = {"config": suite_config, "stack": stack}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Preflight before anything is collected: a set-up mistake stops the session with one message each."""
+    state = session.config.stash.get(_STATE, None)
+    if not state:
+        return
+    from conformance.preflight import run_preflight
+    from conformance.runner import Target
+
+    suite = state["config"]
+    preflight = run_preflight(suite, (), [check.name for check in all_checks()])
+    if not preflight.ok:
+        lines = [f"{item.name}: {item.message}" for item in preflight.failures]
+        raise pytest.UsageError("session-lineage preflight failed, no check ran:\n  " + "\n  ".join(lines))
+    target = Target(suite, preflight.capabilities, preflight.expected)
+    target.created.add(preflight.created)
+    state["stack"].callback(target.close)
+    state["target"] = target
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -106,6 +142,18 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     return f"session-lineage conformance: target {suite.target}, seed {suite.seed}, ids {suite.id_prefix}*"
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    if _enabled(config):
-        items.extend(ConformanceCollector.from_parent(session, name="session-lineage-conformance").collect())
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, Any]:
+    """Add the checks to the session's own collection, so pytest counts and selects them as usual."""
+    report = yield
+    if isinstance(collector, pytest.Session) and _enabled(collector.config) and report.passed:
+        report.result.append(ConformanceCollector.from_parent(collector, name=ROOT_NODE, nodeid=ROOT_NODE))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    state = terminalreporter.config.stash.get(_STATE, None)
+    target = state.get("target") if state else None
+    if target is not None:
+        note = target.created.finish(state["config"].keep).note
+        terminalreporter.write_line(f"session-lineage: claim {target.claim}; {note}")

@@ -13,6 +13,7 @@ SCHEMAS_DIR = SPEC_DIR / "schemas"
 OPENAPI_PATH = SPEC_DIR / "openapi.yaml"
 REQUIREMENTS_PATH = SPEC_DIR / "requirements.yaml"
 PROBLEM_TYPES_PATH = SPEC_DIR / "problem-types.yaml"
+PROFILES_PATH = SPEC_DIR / "profiles.yaml"
 
 
 class DuplicateKeyError(yaml.constructor.ConstructorError):
@@ -65,6 +66,50 @@ def requirements() -> list[dict[str, Any]]:
 
 def spec_version() -> str:
     return str(load_yaml(REQUIREMENTS_PATH)["spec_version"])
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """`"1.10.0"` as `(1, 10, 0)`, so versions compare as numbers; ValueError when not X.Y.Z."""
+    parts = str(version).split(".")
+    if len(parts) != 3 or not all(part.isdigit() for part in parts):
+        raise ValueError(f"{version!r} is not a version of the form X.Y.Z")
+    major, minor, patch = (int(part) for part in parts)
+    return major, minor, patch
+
+
+def profiles() -> dict[str, dict[str, Any]]:
+    """The conformance profiles of profiles.yaml, each as `{since, title, capabilities}` where
+    `capabilities` maps every capability name to the spec version that added it to the profile."""
+    found: dict[str, dict[str, Any]] = {}
+    for name, entry in load_yaml(PROFILES_PATH)["profiles"].items():
+        capabilities: dict[str, str] = {}
+        for item in entry["capabilities"]:
+            if isinstance(item, str):
+                capabilities[item] = str(entry["since"])
+            else:
+                capabilities[str(item["name"])] = str(item["since"])
+        found[str(name)] = {"since": str(entry["since"]), "title": entry["title"], "capabilities": capabilities}
+    return found
+
+
+def profile_capabilities(profile: str | dict[str, Any], version: str) -> list[str]:
+    """The capabilities a profile holds at a spec version (those added later are left out)."""
+    entry = profiles()[profile] if isinstance(profile, str) else profile
+    at = version_tuple(version)
+    return [name for name, since in entry["capabilities"].items() if version_tuple(since) <= at]
+
+
+def in_profile(requirement: dict[str, Any], profile: str | dict[str, Any], version: str | None = None) -> bool:
+    """Whether a requirement belongs to a profile: it names no `capability` (every server must meet
+    it) or names one of the profile's. With `version`, the requirement (by its `since`) and its
+    capability must also exist at that version of the profile."""
+    entry = profiles()[profile] if isinstance(profile, str) else profile
+    capability = requirement.get("capability")
+    if version is None:
+        return capability is None or capability in entry["capabilities"]
+    if version_tuple(str(requirement.get("since", "0.0.0"))) > version_tuple(version):
+        return False
+    return capability is None or capability in profile_capabilities(entry, version)
 
 
 def problem_type_uri(kind: str) -> str:

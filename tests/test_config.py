@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.cli import main
-from conformance.config import KEYS, ConfigError, load, load_expected_failures
+from conformance.config import KEYS, ConfigError, ExpectedFailure, load, load_expected_failures
 
 
 def test_environment_twin_for_every_key() -> None:
@@ -66,12 +66,50 @@ def test_expected_failures_need_reasons(tmp_path) -> None:
         "- requirement: ERR-MEDIA-001\n  reason: proxy\n"
     )
     assert load_expected_failures(str(file)) == {
-        "fork.idempotent_retry": "keys land in 2.3 (https://tracker.example/7)",
-        "ERR-MEDIA-001": "proxy",
+        "fork.idempotent_retry": ExpectedFailure(
+            "fork.idempotent_retry", "check", "keys land in 2.3", "https://tracker.example/7"
+        ),
+        "ERR-MEDIA-001": ExpectedFailure("ERR-MEDIA-001", "requirement", "proxy", None),
     }
     file.write_text("- check: fork.idempotent_retry\n")
     with pytest.raises(ConfigError, match="reason"):
         load_expected_failures(str(file))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("- check: a.b\n  requirement: X-1\n  reason: both\n", "either"),
+        ("- check: a.b\n  reason: r\n  linc: typo\n", "linc"),
+        ("- check: a.b\n  reason: r\n- check: a.b\n  reason: again\n", "twice"),
+        ("- check: [unclosed\n", "not valid YAML"),
+    ],
+    ids=["check-and-requirement", "unknown-key", "duplicate", "bad-yaml"],
+)
+def test_malformed_expected_failures_are_rejected(tmp_path, text: str, message: str) -> None:
+    file = tmp_path / "xf.yaml"
+    file.write_text(text)
+    with pytest.raises(ConfigError, match=message):
+        load_expected_failures(str(file))
+
+
+BASE_ENV = {"SESSION_LINEAGE_TARGET": "http://x", "SESSION_LINEAGE_TOKENS": "a,b"}
+
+
+def test_profile_claim_is_validated() -> None:
+    assert load(environ={**BASE_ENV, "SESSION_LINEAGE_PROFILE": "core"}).profile == "core"
+    assert load(environ={**BASE_ENV, "SESSION_LINEAGE_PROFILE": "full@1.0.0"}).profile == "full@1.0.0"
+    assert load(environ=BASE_ENV).profile is None  # the target's claim, else full at the suite's version
+    for claim, message in (("gold", "unknown profile"), ("full@2.0.0", "major"), ("full@1.99.0", "newer"), ("full@1", "NAME@X.Y.Z")):
+        with pytest.raises(ConfigError, match=message):
+            load(environ={**BASE_ENV, "SESSION_LINEAGE_PROFILE": claim})
+
+
+def test_skip_preflight_rejects_unknown_items() -> None:
+    config = load(environ={**BASE_ENV, "SESSION_LINEAGE_SKIP_PREFLIGHT": "replicas,reports"})
+    assert config.skip_preflight == ("replicas", "reports")
+    with pytest.raises(ConfigError, match="unknown preflight item.*tokenz"):
+        load(environ={**BASE_ENV, "SESSION_LINEAGE_SKIP_PREFLIGHT": "tokens,tokenz"})
 
 
 def test_cli_exits_2_on_configuration_errors(monkeypatch, capsys) -> None:

@@ -18,15 +18,26 @@ from typing import Any, Callable
 
 import pytest
 from jsonschema import Draft202012Validator, ValidationError
-from rich.console import Console
 
-from conformance.curl import describe_response, to_curl
-from conformance.reports import render_console, render_markdown, write_json, write_junit, write_markdown
+from conformance.curl import describe_response, to_curl, to_script, token_variables
+from conformance.reports import (
+    make_console,
+    render_console,
+    render_html,
+    render_markdown,
+    write_html,
+    write_json,
+    write_junit,
+    write_markdown,
+)
 from conformance.reports.json_report import SCHEMA_PATH
 from conformance.results import (
+    Cleanup,
     CheckResult,
     Exchange,
     Outcome,
+    PreflightItem,
+    ProfileResult,
     RequirementVerdict,
     RunResult,
     Verdict,
@@ -76,7 +87,8 @@ REQUIREMENT_OUTCOMES = {
     ],
     "sessions.binary_record": [("SES-RECORD-003", "SHOULD", Outcome.FAIL)],
     "transcript.pagination": [("TRN-PAGE-001", "MUST", Outcome.ERROR)],
-    "diagnostics.round_trips": [("DIAG-RT-001", "MUST", Outcome.SKIPPED)],
+    "diagnostics.round_trips": [("DIAG-RT-001", "MUST", Outcome.OUT_OF_SCOPE)],
+    "leases.expiry": [("LEASE-EXPIRY-001", "MUST", Outcome.SKIPPED)],
     "lineage.depth_limit": [("LIN-DEPTH-001", "MUST", Outcome.XFAIL)],
     "fork.cut_is_immutable": [("FORK-CUT-001", "MUST", Outcome.PASS)],
 }
@@ -139,8 +151,16 @@ def make_result(verdict: Verdict = Verdict.NOT_CONFORMANT) -> RunResult:
             title="Round trips are reported",
             chapter="diagnostics",
             requirements=["DIAG-RT-001"],
+            outcome=Outcome.OUT_OF_SCOPE,
+            reason="target lacks 'diagnostics'; DIAG-RT-001 is outside the claimed core@1.0.0",
+        ),
+        CheckResult(
+            name="leases.expiry",
+            title="Leases expire",
+            chapter="leases",
+            requirements=["LEASE-EXPIRY-001"],
             outcome=Outcome.SKIPPED,
-            reason="capability 'diagnostics' is not advertised",
+            reason="not verifiable in this run: leases last at least 600 s",
         ),
         CheckResult(
             name="lineage.depth_limit",
@@ -151,6 +171,7 @@ def make_result(verdict: Verdict = Verdict.NOT_CONFORMANT) -> RunResult:
             message="depth 65 accepted",
             failed_requirements=["LIN-DEPTH-001"],
             reason="known bug #12",
+            link="https://tracker.example/12",
             duration_ms=80.0,
         ),
         CheckResult(
@@ -182,6 +203,22 @@ def make_result(verdict: Verdict = Verdict.NOT_CONFORMANT) -> RunResult:
         requirements=requirements,
         verdict=verdict,
         notes=["transcript checks could not reach the target"],
+        claim={"profile": "core", "version": "1.0.0", "source": "configuration"},
+        profiles=[
+            ProfileResult("core", "1.0.0", "Core", True, "not reached", [], ["FORK-IDEMPOTENT-001"], ["TRN-PAGE-001"], 6),
+            ProfileResult("full", "1.0.0", "Full", False, "not reached", ["writer-lease"], ["FORK-IDEMPOTENT-001"], [], 7),
+        ],
+        summary=(
+            "not conformant to core 1.0.0: no profile reached; core not reached: FORK-IDEMPOTENT-001 failed; "
+            "full not reached: writer-lease missing, FORK-IDEMPOTENT-001 failed"
+        ),
+        preflight=[PreflightItem("reachable", "ok", "answers"), PreflightItem("replicas", "ok", "none")],
+        deployment_only=[
+            {"id": "DEPLOY-MULTI-PROCESS-001", "level": "MUST", "chapter": "deployment",
+             "title": "Guarantees hold across processes", "note": "not verifiable by the suite"},
+        ],
+        cleanup=Cleanup("slc-0000-", ["slc-0000-s-1", "slc-0000-s-2"], [], False,
+                        "left behind: 2 sessions with prefix slc-0000-; the API offers no deletion in spec 1.0.0"),
     )
 
 
@@ -332,16 +369,22 @@ def test_junit_counts_equal_the_inputs(tmp_path: Path, result: RunResult) -> Non
 
     assert root.tag == "testsuites"
     totals = result.counts()
-    assert int(root.get("tests")) == len(result.checks)
+    deployment = len(result.deployment_only)
+    assert int(root.get("tests")) == len(result.checks) + deployment
     assert int(root.get("failures")) == totals["fail"]
     assert int(root.get("errors")) == totals["error"]
-    assert int(root.get("skipped")) == totals["skipped"] + totals["expected-failure"]
+    assert int(root.get("skipped")) == totals["skipped"] + totals["expected-failure"] + totals["out-of-scope"] + deployment
 
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [
         f"session-lineage-conformance.{chapter}"
         for chapter in dict.fromkeys(check.chapter for check in result.checks)
+    ] + ["session-lineage-conformance.deployment-only"]
+    not_verifiable = suites.pop()
+    assert [c.find("skipped").get("message") for c in not_verifiable.findall("testcase")] == [
+        "not verifiable by the suite"
     ]
+    assert not_verifiable.find("testcase").get("name") == "DEPLOY-MULTI-PROCESS-001: Guarantees hold across processes"
     for suite in suites:
         chapter = suite.get("name").rsplit(".", 1)[1]
         outcomes = Counter(c.outcome for c in result.checks if c.chapter == chapter)
@@ -359,10 +402,13 @@ def test_junit_counts_equal_the_inputs(tmp_path: Path, result: RunResult) -> Non
         )
         assert (
             int(suite.get("skipped"))
-            == outcomes[Outcome.SKIPPED] + outcomes[Outcome.XFAIL]
+            == outcomes[Outcome.SKIPPED] + outcomes[Outcome.XFAIL] + outcomes[Outcome.OUT_OF_SCOPE]
             == sum(len(c.findall("skipped")) for c in cases)
         )
         properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+        assert properties["claim"] == "core@1.0.0"
+        assert properties["summary"] == result.summary
+        assert (properties["profile.core"], properties["profile.full"]) == ("not reached", "not reached")
         assert properties["suite_version"] == "1.0.0"
         assert properties["spec_version"] == "1.0.0"
         assert properties["target"] == BASE
@@ -389,12 +435,15 @@ def test_junit_testcases_describe_each_outcome(tmp_path: Path, result: RunResult
     assert "connection refused" in cases["transcript.pagination [TRN-PAGE-001]"].find("error").get("message")
     assert (
         cases["diagnostics.round_trips [DIAG-RT-001]"].find("skipped").get("message")
-        == "unsupported: capability 'diagnostics' is not advertised"
+        == "out of scope: target lacks 'diagnostics'; DIAG-RT-001 is outside the claimed core@1.0.0"
     )
     assert (
-        cases["lineage.depth_limit [LIN-DEPTH-001]"].find("skipped").get("message")
-        == "expected failure: known bug #12"
+        cases["leases.expiry [LEASE-EXPIRY-001]"].find("skipped").get("message")
+        == "not verifiable in this run: leases last at least 600 s"
     )
+    expected = cases["lineage.depth_limit [LIN-DEPTH-001]"]
+    assert expected.find("skipped").get("message") == "expected failure: known bug #12"
+    assert {p.get("name"): p.get("value") for p in expected.find("properties")} == {"link": "https://tracker.example/12"}
     xpass = cases["fork.cut_is_immutable [FORK-CUT-001]"]
     assert [child.tag for child in xpass] == ["system-out"]
     assert "listed as an expected failure" in xpass.find("system-out").text
@@ -432,8 +481,20 @@ def test_json_report_validates_and_round_trips(
     assert {k: document["summary"][k] for k in result.counts()} == result.counts()
     assert document["summary"]["checks"] == len(result.checks)
     assert document["summary"]["requirements"] == {
-        "pass": 3, "fail": 2, "skipped": 1, "expected-failure": 1, "unexpected-pass": 0, "error": 1
+        "pass": 3, "fail": 2, "out-of-scope": 1, "skipped": 1, "expected-failure": 1, "unexpected-pass": 0, "error": 1
     }
+    assert document["summary_text"] == result.summary
+    assert document["claim"] == {"profile": "core", "version": "1.0.0", "source": "configuration"}
+    profiles = {p["name"]: p for p in document["profiles"]}
+    assert profiles["core"]["claimed"] and not profiles["core"]["reached"]
+    assert profiles["full"]["missing_capabilities"] == ["writer-lease"]
+    assert document["preflight"] == [
+        {"name": "reachable", "status": "ok", "message": "answers"},
+        {"name": "replicas", "status": "ok", "message": "none"},
+    ]
+    assert document["deployment_only"][0]["note"] == "not verifiable by the suite"
+    assert document["cleanup"]["left_behind"] == ["slc-0000-s-1", "slc-0000-s-2"]
+    assert document["cleanup"]["note"].startswith("left behind: 2 sessions with prefix slc-0000-")
     assert document["config"] == result.config
     assert document["notes"] == result.notes
     assert [c["name"] for c in document["checks"]] == [c.name for c in result.checks]
@@ -442,6 +503,8 @@ def test_json_report_validates_and_round_trips(
     assert checks["fork.idempotent_retry"]["reproducer"] == to_curl(post_exchange(QUOTED_BODY))
     assert checks["transcript.pagination"]["response"] is None
     assert checks["lineage.depth_limit"]["reason"] == "known bug #12"
+    assert checks["lineage.depth_limit"]["link"] == "https://tracker.example/12"
+    assert checks["fork.cut_is_immutable"]["link"] is None
     assert [r["id"] for r in document["requirements"]] == [r.id for r in result.requirements]
 
 
@@ -530,12 +593,24 @@ def test_markdown_header_tables_and_other_sections(result: RunResult) -> None:
     assert f"target `{BASE}` · suite 1.0.0 · spec 1.0.0 · seed 4242 · 4.2 s" in markdown
     assert "- transcript checks could not reach the target" in markdown
     assert "| fail | 2 | 2 |" in markdown
-    assert "| **total** | **7** | **8** |" in markdown
-    assert "| chapter | pass | fail | skipped | expected failure | unexpected pass | error |" in markdown
-    assert "| fork | 0 | 1 | 0 | 0 | 1 | 0 |" in markdown
-    assert "### Expected failures (1)\n\n- `lineage.depth_limit` [LIN-DEPTH-001]: known bug \\#12" in markdown
+    assert "| **total** | **8** | **9** |" in markdown
+    assert (
+        "| chapter | pass | fail | out of scope | skipped | expected failure | unexpected pass | error |" in markdown
+    )
+    assert "| fork | 0 | 1 | 0 | 0 | 0 | 1 | 0 |" in markdown
+    assert (
+        "### Expected failures (1)\n\n- `lineage.depth_limit` [LIN-DEPTH-001]: known bug \\#12 "
+        "([link](https://tracker.example/12))"
+    ) in markdown
     assert "### Unexpected passes (1)" in markdown and "fixed upstream in 2.3" in markdown
-    assert "### Skipped (1)" in markdown and "capability 'diagnostics' is not advertised" in markdown
+    assert "### Not verifiable in this run (1)" in markdown and "leases last at least 600 s" in markdown
+    assert "### Out of scope (1)" in markdown and "outside the claimed core@1.0.0" in markdown
+    assert "claim core@1.0.0 (configuration)" in markdown
+    assert "| core | 1.0.0 | yes | not reached | FORK-IDEMPOTENT-001 failed, 1 without a verdict |" in markdown
+    assert "| full | 1.0.0 |  | not reached | writer-lease missing, FORK-IDEMPOTENT-001 failed |" in markdown
+    assert "### Not verifiable by the suite (1)" in markdown
+    assert "- `DEPLOY-MULTI-PROCESS-001` (MUST): Guarantees hold across processes: not verifiable by the suite" in markdown
+    assert "- left behind: 2 sessions with prefix slc-0000-" in markdown
 
 
 def test_markdown_escapes_target_controlled_text(result: RunResult) -> None:
@@ -563,8 +638,10 @@ def test_markdown_status_word_follows_verdict(verdict: Verdict, word: str, code:
 def test_markdown_omits_empty_sections() -> None:
     result = make_result(Verdict.CONFORMANT)
     result.checks = [check for check in result.checks if check.outcome is Outcome.PASS]
+    result.requirements = [verdict for verdict in result.requirements if verdict.outcome is Outcome.PASS]
+    result.deployment_only = []
     markdown = render_markdown(result)
-    for section in ("Failures", "Expected failures", "Unexpected passes", "Skipped"):
+    for section in ("Failures", "Expected failures", "Unexpected passes", "Not verifiable", "Out of scope"):
         assert f"### {section}" not in markdown
 
 
@@ -573,7 +650,7 @@ def test_markdown_omits_empty_sections() -> None:
 
 def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> None:
     buffer = io.StringIO()
-    render_console(result, Console(file=buffer, width=200, color_system=None))
+    render_console(result, make_console(buffer))
     output = buffer.getvalue()
     lines = output.splitlines()
 
@@ -588,4 +665,103 @@ def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> Non
     assert "\x1b" not in output and "the same child\\x1b[0m" in output
     assert "lineage.depth_limit" not in output
     assert "note: transcript checks could not reach the target" in output
-    assert lines[-1] == "FAILED: not-conformant  exit code 1  seed 4242  (rerun with --seed 4242)"
+    assert "not verifiable by the suite (deployment-only): DEPLOY-MULTI-PROCESS-001" in output
+    assert (
+        "profiles at 1.0.0: core (claimed) not reached: FORK-IDEMPOTENT-001 failed, 1 without a verdict · "
+        "full not reached: writer-lease missing, the failures of core"
+    ) in output
+    assert "left behind: 2 sessions with prefix slc-0000-" in output
+    assert lines[-1] == f"FAILED: {result.summary}  exit code 1  seed 4242  (rerun with --seed 4242)"
+
+
+# ---------------------------------------------------------------------------------------- html
+
+
+def test_html_report_is_one_self_contained_file(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "report.html"
+    write_html(result, path)
+    page = path.read_text(encoding="utf-8")
+    assert page == render_html(result)
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<style>" in page and "<script" not in page and "<link" not in page
+    assert not re.search(r"""\bsrc\s*=|url\(|@import""", page)
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs == ["https://tracker.example/12"]  # only the expected failure's own link, as an anchor
+    assert TOKEN not in page
+    assert result.summary.replace("<", "&lt;") in page and "seed" in page and "4242" in page
+    assert "core (claimed)" in page and "writer-lease missing" in page
+    assert "not verifiable by the suite" in page and "DEPLOY-MULTI-PROCESS-001" in page
+    assert page.count("<details") >= len(result.checks) + 2  # one per check, per chapter, configuration
+    assert "&lt;conflict&gt;" in page and "<conflict>" not in page
+    assert "\\x1b" in page and "\x1b" not in page
+    assert html_escape(by_name(result, "fork.idempotent_retry").reproducer) in page
+    assert "left behind: 2 sessions with prefix slc-0000-" in page
+
+
+def html_escape(text: str | None) -> str:
+    import html
+
+    return html.escape(text or "", quote=True)
+
+
+# ---------------------------------------------------------------------------------------- markdown append
+
+
+def test_markdown_appends_to_an_existing_summary(tmp_path: Path, result: RunResult) -> None:
+    path = tmp_path / "summary.md"
+    path.write_text("previous step\n", encoding="utf-8")
+    write_markdown(result, path)
+    write_markdown(result, path)
+    text = path.read_text(encoding="utf-8")
+    assert text == "previous step\n\n" + render_markdown(result) + "\n" + render_markdown(result)
+
+
+# ---------------------------------------------------------------------------------------- reproducer scripts
+
+
+def exchange(method: str, path: str, status: int, body: bytes | None = None, answer: bytes = b"", token: str = TOKEN) -> Exchange:
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {token}"}
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    return Exchange(method, f"{BASE}{path}", headers, body, status, {"content-type": "application/json"}, answer)
+
+
+def test_script_names_token_variables_and_keeps_made_up_credentials() -> None:
+    variables = token_variables([TOKEN, "second-principal-token"])
+    steps = [
+        exchange("GET", "/sessions/x", 404),
+        exchange("GET", "/sessions/x", 404, token="second-principal-token"),
+        exchange("GET", "/sessions/x", 401, token="made-up"),
+    ]
+    script = to_script(steps, variables, "title", steps[-1])
+    assert TOKEN not in script and "second-principal-token" not in script and "[Filtered]" not in script
+    assert '-H "Authorization: Bearer ${SESSION_LINEAGE_TOKEN_PRINCIPAL_1}"' in script
+    assert '-H "Authorization: Bearer ${SESSION_LINEAGE_TOKEN_PRINCIPAL_2}"' in script
+    assert "-H 'Authorization: Bearer made-up'" in script
+    assert "# Export the tokens first (see the README): SESSION_LINEAGE_TOKEN_PRINCIPAL_1, SESSION_LINEAGE_TOKEN_PRINCIPAL_2" in script
+    assert "set -e" not in script.replace("No `set -e`", "")
+    assert "step 3 of 3: GET /sessions/x; the suite saw it answered 401 (the failing request)" in script
+
+
+def test_script_gives_fresh_ids_and_reads_the_ids_the_target_chose() -> None:
+    prefix = "slc-abcdef12-"
+    steps = [
+        exchange("POST", "/sessions", 201, f'{{"session_id": "{prefix}s-1"}}'.encode(), f'{{"session_id": "{prefix}s-1"}}'.encode()),
+        exchange("POST", f"/sessions/{prefix}s-1/turns", 201, b'{"role": "user"}', b'{"turn_id": "0f1e2d3c-server-chosen", "index": 0}'),
+        exchange("POST", f"/sessions/{prefix}s-1/turns/0f1e2d3c-server-chosen/finish", 200, b'{"status": "completed"}'),
+    ]
+    script = to_script(steps, token_variables([TOKEN]), "title", steps[-1], prefix)
+    assert prefix not in script.split("\n", 6)[6]  # after the comment naming the old prefix
+    assert 'P="slc-r$(date +%s)-$$-"' in script
+    assert "ID1=$(field turn_id)" in script
+    assert '"http://127.0.0.1:8080/sessions/${P}s-1/turns/${ID1}/finish"' in script
+    assert "0f1e2d3c-server-chosen" not in script.split("ID1=$(field turn_id)", 1)[1]
+
+
+def test_long_sequences_are_truncated_and_say_so() -> None:
+    steps = [exchange("GET", f"/sessions/s-{n}", 404) for n in range(450)]
+    script = to_script(steps, token_variables([TOKEN]), "title", steps[-1], max_steps=300)
+    assert script.count("\ncurl ") == 300
+    assert "# ... 150 requests left out here (truncated: a reproducer keeps 300) ..." in script
+    assert "step 100 of 450" in script and "step 101 of 450" not in script and "step 251 of 450" in script
+    assert "step 450 of 450: GET /sessions/s-449; the suite saw it answered 404 (the failing request)" in script

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import spec
 from conformance.docs import REQUIREMENTS_MD, render_requirements
+from conformance.spec_site import SITE_HTML, render_site
 from conformance.registry import all_checks
 
 
@@ -45,6 +46,18 @@ def test_generated_requirements_document_is_fresh() -> None:
     assert REQUIREMENTS_MD.read_text(encoding="utf-8") == render_requirements(), (
         "spec/REQUIREMENTS.md is stale: run `session-lineage docs`"
     )
+
+
+def test_generated_spec_site_is_fresh_and_links_every_requirement_to_its_checks() -> None:
+    page = render_site()
+    assert SITE_HTML.read_text(encoding="utf-8") == page, "spec/site/index.html is stale: run `session-lineage docs`"
+    for item in all_checks():
+        assert f'id="check-{item.name}"' in page
+        for req in item.requirements:
+            assert f'href="#{req}"' in page and f'<a id="{req}">' in page
+    for req in spec.requirements():
+        for name in [c.name for c in all_checks() if req["id"] in c.requirements]:
+            assert f'href="#check-{name}"' in page, f"{req['id']} does not link to {name}"
 
 
 def test_catalogue_is_large_enough() -> None:

@@ -11,16 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance.curl import describe_response
-from conformance.results import CheckResult, Outcome, RunResult
+from conformance.results import CheckResult, RunResult
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "report.schema.json"
 
 
 def report_document(result: RunResult) -> dict[str, Any]:
     """The report as plain JSON data, matching `SCHEMA_PATH`."""
-    requirement_counts = {outcome.value: 0 for outcome in Outcome}
-    for verdict in result.requirements:
-        requirement_counts[verdict.outcome.value] += 1
     return {
         "suite_version": result.suite_version,
         "spec_version": result.spec_version,
@@ -31,12 +28,30 @@ def report_document(result: RunResult) -> dict[str, Any]:
         "strict": result.strict,
         "verdict": result.verdict.value,
         "exit_code": result.exit_code,
+        "summary_text": result.summary,
+        "claim": dict(result.claim) or None,
+        "profiles": [
+            {
+                "name": profile.name,
+                "version": profile.version,
+                "title": profile.title,
+                "claimed": profile.claimed,
+                "status": profile.status,
+                "reached": profile.reached,
+                "missing_capabilities": list(profile.missing_capabilities),
+                "failed_requirements": list(profile.failed_requirements),
+                "undetermined_requirements": list(profile.undetermined_requirements),
+                "requirements": profile.requirements,
+            }
+            for profile in result.profiles
+        ],
+        "preflight": [{"name": item.name, "status": item.status, "message": item.message} for item in result.preflight],
         "config": result.config,
         "capabilities": result.capabilities,
         "summary": {
             **result.counts(),
             "checks": len(result.checks),
-            "requirements": requirement_counts,
+            "requirements": result.requirement_counts(),
         },
         "requirements": [
             {
@@ -46,10 +61,15 @@ def report_document(result: RunResult) -> dict[str, Any]:
                 "title": verdict.title,
                 "outcome": verdict.outcome.value,
                 "checks": list(verdict.checks),
+                "in_scope": verdict.in_scope,
+                "reason": verdict.reason,
+                "link": verdict.link,
             }
             for verdict in result.requirements
         ],
+        "deployment_only": [dict(item) for item in result.deployment_only],
         "checks": [_check(check) for check in result.checks],
+        "cleanup": _cleanup(result),
         "notes": list(result.notes),
     }
 
@@ -72,10 +92,26 @@ def _check(check: CheckResult) -> dict[str, Any]:
         "message": check.message,
         "failed_requirements": list(check.failed_requirements),
         "reason": check.reason,
+        "link": check.link,
+        "untestable": check.untestable,
         "duration_ms": check.duration_ms,
         "seed": check.seed,
         "reproducer": check.reproducer,
         "response": describe_response(check.exchange) if check.exchange else None,
+    }
+
+
+def _cleanup(result: RunResult) -> dict[str, Any] | None:
+    cleanup = result.cleanup
+    if cleanup is None:
+        return None
+    return {
+        "prefix": cleanup.prefix,
+        "created": len(cleanup.sessions),
+        "removed": list(cleanup.removed),
+        "left_behind": cleanup.left_behind,
+        "kept": cleanup.kept,
+        "note": cleanup.note,
     }
 
 

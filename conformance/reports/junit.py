@@ -1,7 +1,9 @@
 """JUnit XML, the format every CI system can display: one test suite per spec chapter.
 
-Expected failures are reported as skipped (they must not turn the CI job red), and an unexpected
-pass is a passing test case that says so, because the verdict, not the XML, decides the exit code.
+Expected failures, out-of-scope checks and checks not verifiable in this run are reported as
+skipped (they must not turn the CI job red), and an unexpected pass is a passing test case that
+says so, because the verdict, not the XML, decides the exit code. Deployment-only requirements
+form one more suite of skipped cases, "not verifiable by the suite".
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from conformance.curl import describe_response, printable
-from conformance.results import CheckResult, Outcome, RunResult
+from conformance.results import NOT_VERIFIABLE, CheckResult, Outcome, RunResult
 
 SUITE_NAME = "session-lineage-conformance"
 
@@ -23,20 +25,45 @@ def build_junit(result: RunResult) -> ET.Element:
         chapters.setdefault(check.chapter, []).append(check)
     root = ET.Element("testsuites", _totals(result.checks, SUITE_NAME))
     root.set("time", _seconds(result.duration_s))
+    facts = [
+        ("suite_version", result.suite_version),
+        ("spec_version", result.spec_version),
+        ("target", result.target),
+        ("seed", str(result.seed)),
+        ("verdict", result.verdict.value),
+        ("summary", result.summary),
+    ]
+    if result.claim:
+        facts.append(("claim", f"{result.claim['profile']}@{result.claim['version']}"))
+    facts += [(f"profile.{p.name}", p.status) for p in result.profiles]
     for chapter, checks in chapters.items():
         suite = ET.SubElement(root, "testsuite", _totals(checks, f"{SUITE_NAME}.{chapter}"))
         suite.set("timestamp", result.started_at)
         properties = ET.SubElement(suite, "properties")
-        for name, value in (
-            ("suite_version", result.suite_version),
-            ("spec_version", result.spec_version),
-            ("target", result.target),
-            ("seed", str(result.seed)),
-            ("verdict", result.verdict.value),
-        ):
+        for name, value in facts:
             ET.SubElement(properties, "property", name=name, value=printable(value))
         for check in checks:
             suite.append(_testcase(check))
+    if result.deployment_only:
+        count = str(len(result.deployment_only))
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"{SUITE_NAME}.deployment-only",
+            tests=count,
+            failures="0",
+            errors="0",
+            skipped=count,
+            time="0.000",
+            timestamp=result.started_at,
+        )
+        for item in result.deployment_only:
+            case = ET.SubElement(
+                suite, "testcase", classname="conformance.deployment-only", name=printable(f"{item['id']}: {item['title']}"), time="0.000"
+            )
+            ET.SubElement(case, "skipped", message=NOT_VERIFIABLE)
+        for attribute in ("tests", "skipped"):
+            root.set(attribute, str(int(root.get(attribute, "0")) + len(result.deployment_only)))
     return root
 
 
@@ -57,7 +84,7 @@ def _totals(checks: list[CheckResult], name: str) -> dict[str, str]:
         "tests": str(len(checks)),
         "failures": count(Outcome.FAIL),
         "errors": count(Outcome.ERROR),
-        "skipped": count(Outcome.SKIPPED, Outcome.XFAIL),
+        "skipped": count(Outcome.SKIPPED, Outcome.XFAIL, Outcome.OUT_OF_SCOPE),
         "time": _seconds(sum(check.duration_ms for check in checks) / 1000),
     }
 
@@ -79,7 +106,9 @@ def _testcase(check: CheckResult) -> ET.Element:
         error = ET.SubElement(case, "error", message=printable(check.message), type="error")
         error.text = _details(check)
     elif check.outcome is Outcome.SKIPPED:
-        ET.SubElement(case, "skipped", message=printable(f"unsupported: {check.reason or 'no reason given'}"))
+        ET.SubElement(case, "skipped", message=printable(check.reason or "not verifiable in this run"))
+    elif check.outcome is Outcome.OUT_OF_SCOPE:
+        ET.SubElement(case, "skipped", message=printable(f"out of scope: {check.reason or 'outside the claimed profile'}"))
     elif check.outcome is Outcome.XFAIL:
         skipped = ET.SubElement(
             case, "skipped", message=printable(f"expected failure: {check.reason or 'no reason given'}")
@@ -91,6 +120,10 @@ def _testcase(check: CheckResult) -> ET.Element:
             f"listed as an expected failure ({check.reason or 'no reason given'}) but passed; "
             "remove it from the expected-failures file"
         )
+    if check.link:
+        properties = ET.Element("properties")
+        ET.SubElement(properties, "property", name="link", value=printable(check.link))
+        case.insert(0, properties)
     return case
 
 

@@ -12,12 +12,22 @@ import re
 from pathlib import Path
 
 from conformance.curl import describe_response, printable
-from conformance.results import CheckResult, Outcome, RunResult, Verdict
+from conformance.profiles import describe
+from conformance.results import NOT_VERIFIABLE, CheckResult, Outcome, RunResult, Verdict
 
-COLUMNS = (Outcome.PASS, Outcome.FAIL, Outcome.SKIPPED, Outcome.XFAIL, Outcome.XPASS, Outcome.ERROR)
+COLUMNS = (
+    Outcome.PASS,
+    Outcome.FAIL,
+    Outcome.OUT_OF_SCOPE,
+    Outcome.SKIPPED,
+    Outcome.XFAIL,
+    Outcome.XPASS,
+    Outcome.ERROR,
+)
 LABELS = {
     Outcome.PASS: "pass",
     Outcome.FAIL: "fail",
+    Outcome.OUT_OF_SCOPE: "out of scope",
     Outcome.SKIPPED: "skipped",
     Outcome.XFAIL: "expected failure",
     Outcome.XPASS: "unexpected pass",
@@ -42,7 +52,10 @@ def chapter_counts(result: RunResult) -> dict[str, dict[Outcome, int]]:
 
 def render_markdown(result: RunResult) -> str:
     """The whole summary as one Markdown document."""
-    blocks = [_header(result), _counts_table(result), _chapter_table(result)]
+    blocks = [_header(result)]
+    if result.profiles:
+        blocks.append(_profiles_table(result))
+    blocks += [_counts_table(result), _chapter_table(result)]
     failures = [c for c in result.checks if c.outcome in (Outcome.FAIL, Outcome.ERROR)]
     if failures:
         blocks.append(f"### Failures ({len(failures)})")
@@ -50,29 +63,51 @@ def render_markdown(result: RunResult) -> str:
     expected = [c for c in result.checks if c.outcome is Outcome.XFAIL]
     if expected:
         blocks.append(f"### Expected failures ({len(expected)})")
-        blocks.append("\n".join(f"- {_name(c)}: {_escape(c.reason or 'no reason given')}" for c in expected))
-    unexpected = [c for c in result.checks if c.outcome is Outcome.XPASS]
-    if unexpected:
-        blocks.append(f"### Unexpected passes ({len(unexpected)})")
         blocks.append(
-            "\n".join(
-                f"- {_name(c)}: listed as an expected failure ({_escape(c.reason or 'no reason given')}) "
-                "but passed; remove it from the expected-failures file"
-                for c in unexpected
+            "\n".join(f"- {_name(c)}: {_escape(c.reason or 'no reason given')}{_link(c.link)}" for c in expected)
+        )
+    unexpected = [c for c in result.checks if c.outcome is Outcome.XPASS]
+    unexpected_requirements = [v for v in result.requirements if v.outcome is Outcome.XPASS]
+    if unexpected or unexpected_requirements:
+        blocks.append(f"### Unexpected passes ({len(unexpected) + len(unexpected_requirements)})")
+        lines = [
+            f"- {_name(c)}: listed as an expected failure ({_escape(c.reason or 'no reason given')}){_link(c.link)} "
+            "but passed; remove it from the expected-failures file"
+            for c in unexpected
+        ]
+        lines += [
+            f"- {_code(v.id)}: listed as an expected failure ({_escape(v.reason or 'no reason given')}){_link(v.link)} "
+            "but passed; remove it from the expected-failures file"
+            for v in unexpected_requirements
+        ]
+        blocks.append("\n".join(lines))
+    for outcome, title in ((Outcome.SKIPPED, "Not verifiable in this run"), (Outcome.OUT_OF_SCOPE, "Out of scope")):
+        listed = [c for c in result.checks if c.outcome is outcome]
+        if listed:
+            blocks.append(f"### {title} ({len(listed)})")
+            items = "\n".join(f"- {_name(c)}: {_escape(c.reason or '')}" for c in listed)
+            blocks.append(f"<details><summary>checks and reasons</summary>\n\n{items}\n\n</details>")
+    if result.deployment_only:
+        blocks.append(f"### {NOT_VERIFIABLE.capitalize()} ({len(result.deployment_only)})")
+        blocks.append(
+            "Only a deployment can observe these; the project's own tests check them for the reference server.\n\n"
+            + "\n".join(
+                f"- {_code(item['id'])} ({item['level']}): {_escape(item['title'])}: {NOT_VERIFIABLE}"
+                for item in result.deployment_only
             )
         )
-    skipped = [c for c in result.checks if c.outcome is Outcome.SKIPPED]
-    if skipped:
-        blocks.append(f"### Skipped ({len(skipped)})")
-        items = "\n".join(f"- {_name(c)}: {_escape(c.reason or 'unsupported')}" for c in skipped)
-        blocks.append(f"<details><summary>checks and reasons</summary>\n\n{items}\n\n</details>")
     return "\n\n".join(blocks) + "\n"
 
 
 def write_markdown(result: RunResult, path: str | os.PathLike[str]) -> None:
+    """Append the summary to `path` (a CI job summary collects several steps' output)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_markdown(result), encoding="utf-8")
+    existing = target.stat().st_size if target.exists() else 0
+    with open(target, "a", encoding="utf-8") as handle:
+        if existing:
+            handle.write("\n")
+        handle.write(render_markdown(result))
 
 
 def _header(result: RunResult) -> str:
@@ -85,23 +120,45 @@ def _header(result: RunResult) -> str:
     ]
     if result.strict:
         facts.append("strict")
+    if result.claim:
+        facts.append(f"claim {_escape(result.claim['profile'])}@{_escape(result.claim['version'])} ({_escape(result.claim['source'])})")
     lines = [
         f"## Session Lineage conformance: {STATUS_WORDS[result.verdict]}",
         "",
         f"Verdict **{result.verdict.value}** (exit code {result.exit_code})  ",
-        " · ".join(facts),
     ]
+    if result.summary:
+        lines.append(f"{_escape(result.summary)}  ")
+    lines.append(" · ".join(facts))
     lines += [f"- {_escape(note)}" for note in result.notes]
+    if result.cleanup is not None:
+        lines.append(f"- {_escape(result.cleanup.note)}")
     return "\n".join(lines)
+
+
+def _profiles_table(result: RunResult) -> str:
+    rows = ["| profile | version | claimed | result | why |", "| --- | --- | --- | --- | --- |"]
+    for profile in result.profiles:
+        why = "" if profile.reached else _escape(describe(profile, limit=10))
+        rows.append(
+            f"| {_escape(profile.name)} | {profile.version} | {'yes' if profile.claimed else ''} | {profile.status} | {why} |"
+        )
+    return "\n".join(rows)
+
+
+def _link(link: str | None) -> str:
+    return f" ([link]({_escape_url(link)}))" if link else ""
+
+
+def _escape_url(url: str) -> str:
+    return printable(url).replace(" ", "%20").replace("(", "%28").replace(")", "%29")
 
 
 def _counts_table(result: RunResult) -> str:
     checks = result.counts()
-    requirements = {outcome: 0 for outcome in Outcome}
-    for verdict in result.requirements:
-        requirements[verdict.outcome] += 1
+    requirements = result.requirement_counts()
     rows = ["| outcome | checks | requirements |", "| --- | ---: | ---: |"]
-    rows += [f"| {LABELS[o]} | {checks[o.value]} | {requirements[o]} |" for o in COLUMNS]
+    rows += [f"| {LABELS[o]} | {checks[o.value]} | {requirements[o.value]} |" for o in COLUMNS]
     rows.append(f"| **total** | **{len(result.checks)}** | **{len(result.requirements)}** |")
     return "\n".join(rows)
 

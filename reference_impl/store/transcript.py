@@ -59,16 +59,39 @@ RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, reco
 
 @lru_cache(maxsize=256)
 def _records_sql(bounded: tuple[bool, ...]) -> TextClause:
-    """One statement for a page over segments; `bounded[n]` says whether segment n has an upper bound."""
+    """One statement for a page over segments; `bounded[n]` says whether segment n has an upper bound.
+
+    Each branch has a limit of its own (`:l<n>`): the rows the page still needs from that segment.
+    """
     parts = []
     for n, has_upper in enumerate(bounded):
         upper = f" AND record_index <= :u{n}" if has_upper else ""
         parts.append(
             f"SELECT * FROM (SELECT {RECORD_COLUMNS}, {n} AS segment_ordinal FROM records "
             f"WHERE session_id = :s{n} AND record_index > :a{n}{upper} "
-            f"ORDER BY record_index LIMIT :limit) AS segment_{n}"
+            f"ORDER BY record_index LIMIT :l{n}) AS segment_{n}"
         )
-    return text(" UNION ALL ".join(parts) + " ORDER BY segment_ordinal, record_index LIMIT :limit")
+    return text(" UNION ALL ".join(parts) + " ORDER BY segment_ordinal, record_index")
+
+
+def page_plan(segments: Sequence[Segment], limit: int) -> list[tuple[Segment, int]]:
+    """The segments a page of `limit` rows reaches, each with the exact number of rows it gives.
+
+    A bounded segment holds `upto - after` records (indexes are dense); only the last, unbounded
+    segment (the session's own records) is open-ended. So a page examines at most `limit` rows
+    at any depth, instead of up to `limit` rows per segment.
+    """
+    plan: list[tuple[Segment, int]] = []
+    remaining = limit
+    for segment in segments:
+        if remaining <= 0:
+            break
+        available = remaining if segment.upto is None else max(segment.upto - segment.after, 0)
+        take = min(available, remaining)
+        if take > 0:
+            plan.append((segment, take))
+            remaining -= take
+    return plan
 
 
 def _record_from(row: RowMapping) -> RecordRow:
@@ -105,15 +128,17 @@ class TranscriptStatements(Statements):
     def records(self, segments: Sequence[Segment], limit: int) -> list[RecordRow]:
         """Up to `limit` records of the segments, in segment order: one statement.
 
-        Each segment is a bounded index range scan of at most `limit` rows, so the cost of a page
-        depends neither on its position nor on the size of the sessions.
+        Only the segments the page reaches are read, each an index range scan limited to the rows
+        the page takes from it, so a page examines at most `limit` rows whatever its depth and
+        position.
         """
-        if not segments:
+        plan = page_plan(segments, limit)
+        if not plan:
             return []
-        params: dict[str, Any] = {"limit": limit}
-        for n, segment in enumerate(segments):
-            params[f"s{n}"], params[f"a{n}"] = segment.session_id, segment.after
+        params: dict[str, Any] = {}
+        for n, (segment, take) in enumerate(plan):
+            params[f"s{n}"], params[f"a{n}"], params[f"l{n}"] = segment.session_id, segment.after, take
             if segment.upto is not None:
                 params[f"u{n}"] = segment.upto
-        query = _records_sql(tuple(segment.upto is not None for segment in segments))
+        query = _records_sql(tuple(segment.upto is not None for segment, _ in plan))
         return [_record_from(row) for row in self.records_conn.execute(query, params).mappings()]
