@@ -135,7 +135,7 @@ def test_upgrade_keeps_existing_sessions_and_counts_their_children(tmp_path: Pat
 def test_reference_without_sharing_and_attachments_advertises_and_routes_neither() -> None:
     with reference_server(disabled_capabilities=frozenset({"sharing", "attachments"})) as server:
         document = httpx.get(f"{server.url}/capabilities").json()
-        config = load(overrides={"target": server.url, "tokens": list(server.tokens), "seed": 4,
+        config = load(overrides={"target": server.url, "tokens": list(server.tokens), "seed": 4, "profile": "core",
                                  "select": ["capabilities", "authorization", "sessions.create"]}, environ={})
         result = run(config)
     assert "sharing" not in document["capabilities"] and "attachments" not in document["capabilities"]
@@ -143,5 +143,5 @@ def test_reference_without_sharing_and_attachments_advertises_and_routes_neither
     outcomes = {c.name: c.outcome for c in result.checks}
     assert outcomes["capabilities.unadvertised_operations"] is Outcome.PASS, [c.message for c in result.checks]
     assert outcomes["authorization.invisible_sessions"] is Outcome.PASS, [c.message for c in result.checks]
-    assert outcomes["authorization.authorization_matrix"] is Outcome.SKIPPED
+    assert outcomes["authorization.authorization_matrix"] is Outcome.OUT_OF_SCOPE  # a core claim
     assert not [c for c in result.checks if c.outcome in (Outcome.FAIL, Outcome.ERROR)], [c.message for c in result.checks]
