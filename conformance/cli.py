@@ -72,7 +72,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--records-database-url", help="keep records in this second database (two-store deployment)")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--tokens-file", help="YAML mapping of bearer token to principal (default: development mode)")
+    serve.add_argument(
+        "--tokens-file",
+        help="YAML mapping of bearer token to `principal` or to `{principal: p, project: q}` (default: development mode)",
+    )
     serve.add_argument("--max-lineage-depth", type=int)
     serve.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
     serve.set_defaults(handler=_serve)
@@ -189,11 +192,15 @@ def _serve(args: argparse.Namespace) -> int:
     from reference_impl.settings import Limits, Settings
 
     tokens: dict[str, str] = {}
+    projects: dict[str, str] = {}
     if args.tokens_file:
+        from reference_impl.principals import TokensFileError, parse_tokens
+
         data = yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict) or not data:
-            raise ConfigError(f"{args.tokens_file} must map bearer tokens to principals")
-        tokens = {str(token): str(principal) for token, principal in data.items()}
+        try:
+            tokens, projects = parse_tokens(data)
+        except TokensFileError as exc:
+            raise ConfigError(f"{args.tokens_file}: {exc}") from None
     else:
         print("session-lineage: development mode: any bearer token names its own principal", file=sys.stderr)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
@@ -201,6 +208,7 @@ def _serve(args: argparse.Namespace) -> int:
         database_url=args.database_url,
         records_database_url=args.records_database_url,
         tokens=tokens,
+        projects=projects,
         limits=limits,
     )
     if args.workers > 1:

@@ -16,6 +16,9 @@ from typing import Any, Callable
 import yaml
 
 ENV_PREFIX = "SESSION_LINEAGE_"
+# The roles of the suite's principals. A plain list of tokens fills them in this order; a mapping
+# (`owner: TOKEN`) or `role=TOKEN` items name them. The outsider belongs to another project.
+ROLES = ("owner", "stranger", "reader", "writer", "outsider")
 
 
 class ConfigError(Exception):
@@ -40,6 +43,12 @@ class Config:
     profile: str | None = None  # the claim, NAME or NAME@VERSION; None: the target's or the default
     keep: bool = False  # keep what the suite created (today nothing can be removed anyway)
     skip_preflight: tuple[str, ...] = ()  # preflight items not to run
+    roles: tuple[str, ...] = ()  # the role of each token, in order; empty: ROLES in order
+
+    def role_index(self) -> dict[str, int]:
+        """Which token plays each role."""
+        names = self.roles or ROLES[: len(self.tokens)]
+        return {role: index for index, role in enumerate(names)}
 
     def redacted(self) -> dict[str, Any]:
         """The configuration as reports publish it: tokens are never written out."""
@@ -85,6 +94,24 @@ def _list(value: Any) -> tuple[str, ...]:
 
 def _urls(value: Any) -> tuple[str, ...]:
     return tuple(_url(item) for item in _list(value))
+
+
+def split_roles(value: Any) -> tuple[Any, tuple[str, ...]]:
+    """Tokens given by role (a mapping, or `role=TOKEN` items) as (tokens, roles); others unchanged."""
+    if isinstance(value, dict):
+        pairs = [(str(role), token) for role, token in value.items()]
+    else:
+        items = list(_list(value))
+        named = [item.partition("=")[0] in ROLES and "=" in item for item in items]
+        if not any(named):
+            return value, ()
+        if not all(named):
+            raise ValueError("name every token's role (role=TOKEN) or none")
+        pairs = [(item.partition("=")[0], item.partition("=")[2]) for item in items]
+    unknown = [role for role, _ in pairs if role not in ROLES]
+    if unknown:
+        raise ValueError(f"unknown role(s) {', '.join(unknown)} (known: {', '.join(ROLES)})")
+    return [token for _, token in pairs], tuple(role for role, _ in pairs)
 
 
 def _tokens(value: Any) -> tuple[str, ...]:
@@ -148,7 +175,7 @@ def _positive_float(value: Any) -> float:
 
 KEYS = (
     Key("target", _url, required=True, help="base URL of the server under test"),
-    Key("tokens", _tokens, required=True, help="bearer tokens of two or more principals"),
+    Key("tokens", _tokens, required=True, help="bearer tokens of two or more principals: a list (roles owner, stranger, reader, writer, outsider, in that order) or a mapping role: token"),
     Key("strict", _bool, help="SHOULD failures gate too"),
     Key("seed", _seed, help="seed for every random choice; printed so a run can be replayed"),
     Key("expect_capabilities", _list, help="capabilities the target must advertise"),
@@ -187,6 +214,13 @@ def load(
             raw[name] = value
 
     values: dict[str, Any] = {}
+    if "tokens" in raw:
+        try:
+            raw["tokens"], roles = split_roles(raw["tokens"])
+        except ValueError as exc:
+            raise ConfigError(f"invalid 'tokens' ({ENV_PREFIX}TOKENS): {exc}") from None
+        if roles:
+            values["roles"] = roles
     for key in KEYS:
         if key.name not in raw:
             if key.required:

@@ -49,12 +49,35 @@ class CheckContext:
         self.replicas = replicas
         clients = [group[0] for group in replicas]
         self.clients = clients
-        self.alice = clients[0]
-        self.bob = clients[1]
+        self.roles = config.role_index()
+        self.alice = clients[self.roles.get("owner", 0)]
+        self.bob = clients[self.roles.get("stranger", 1)]
+        # Data a check publishes beside its outcome (for example the authorization matrix).
+        self.details: dict[str, Any] = {}
+        self._principal_ids: dict[int, str] = {}
         self.anonymous = anonymous
         self.seed = seed
         self.rng = random.Random(seed)
         self._counter = itertools.count(1)
+
+    def principals(self, *roles: str) -> list[ApiClient]:
+        """The clients playing `roles` (config.ROLES); a check that needs more principals than
+        the configuration gives fails as not testable, naming what to configure."""
+        missing = [role for role in roles if role not in self.roles]
+        if missing:
+            raise CheckFailed(
+                f"not testable: needs {len(roles)} principals ({', '.join(roles)}); the configuration "
+                f"gives {len(self.clients)} and none for {', '.join(missing)}: add their tokens"
+            )
+        return [self.clients[self.roles[role]] for role in roles]
+
+    def principal_id(self, client: ApiClient) -> str:
+        """The principal id the target knows a client by (`GET /me`, capability `sharing`)."""
+        if id(client) not in self._principal_ids:
+            response = client.get("/me")
+            self.expect_status(response, 200, None, "AUTH-PRINCIPAL-001")
+            self._principal_ids[id(client)] = response.json()["principal_id"]
+        return self._principal_ids[id(client)]
 
     def spread(self, principal: int = 0) -> list[ApiClient]:
         """One client per base URL of the deployment for a principal; concurrent requests rotate."""

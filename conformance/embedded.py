@@ -47,18 +47,30 @@ def serve_app(app: ASGIApp, tokens: tuple[str, ...] = ()) -> Iterator[RunningSer
         thread.join(timeout=10)
 
 
+# The principals `check --embedded` creates, in the order a plain token list fills the suite's
+# roles (conformance/config.py ROLES): four in one project, the outsider in another.
+EMBEDDED_PRINCIPALS = (
+    ("alice", "acme"),
+    ("bob", "acme"),
+    ("carol", "acme"),
+    ("dave", "acme"),
+    ("erin", "globex"),
+)
+
+
 @contextmanager
 def reference_server(database_url: str | None = None, **settings_overrides: object) -> Iterator[RunningServer]:
-    """The reference server on a temporary SQLite database with two principals' tokens."""
+    """The reference server on a temporary SQLite database with a token for each suite role."""
     from reference_impl.http import create_app
     from reference_impl.settings import Settings
 
-    tokens = (f"alice-{secrets.token_hex(8)}", f"bob-{secrets.token_hex(8)}")
+    tokens = tuple(f"{name}-{secrets.token_hex(8)}" for name, _ in EMBEDDED_PRINCIPALS)
     with tempfile.TemporaryDirectory(prefix="session-lineage-") as workdir:
         url = database_url or f"sqlite:///{Path(workdir) / 'embedded.db'}"
         settings = Settings(
             database_url=url,
-            tokens={tokens[0]: "alice", tokens[1]: "bob"},
+            tokens={token: name for token, (name, _) in zip(tokens, EMBEDDED_PRINCIPALS)},
+            projects=dict(EMBEDDED_PRINCIPALS),
             **settings_overrides,  # type: ignore[arg-type]
         )
         with serve_app(create_app(settings), tokens) as running:

@@ -22,6 +22,9 @@ class ModelSession:
     parent: str | None = None
     root: str | None = None
     depth: int = 0
+    owner: str = "alice"
+    readers: set[str] = field(default_factory=set)  # principals granted a role on this session
+    deleted: bool = False
 
     @property
     def effective_turns(self) -> list[ModelTurn]:
@@ -42,8 +45,8 @@ class LineageModel:
     def __init__(self) -> None:
         self.sessions: dict[str, ModelSession] = {}
 
-    def create(self, session_id: str) -> ModelSession:
-        session = ModelSession(session_id, [], root=session_id)
+    def create(self, session_id: str, owner: str = "alice") -> ModelSession:
+        session = ModelSession(session_id, [], root=session_id, owner=owner)
         self.sessions[session_id] = session
         return session
 
@@ -77,7 +80,7 @@ class LineageModel:
             return turns[: position + 1]
         return turns[:position]
 
-    def fork(self, source_id: str, child_id: str, inherited: list[ModelTurn]) -> ModelSession:
+    def fork(self, source_id: str, child_id: str, inherited: list[ModelTurn], owner: str = "alice") -> ModelSession:
         source = self.sessions[source_id]
         child = ModelSession(
             child_id,
@@ -85,9 +88,40 @@ class LineageModel:
             parent=source_id,
             root=source.root,
             depth=source.depth + 1,
+            owner=owner,
         )
         self.sessions[child_id] = child
         return child
 
     def transcript(self, session_id: str) -> list[dict[str, Any]]:
         return [record for turn in self.sessions[session_id].effective_turns for record in turn.records]
+
+    # ---------------------------------------------------------------- authorization
+    def ancestors(self, session_id: str) -> list[ModelSession]:
+        found = []
+        parent = self.sessions[session_id].parent
+        while parent is not None:
+            found.append(self.sessions[parent])
+            parent = self.sessions[parent].parent
+        return found
+
+    @staticmethod
+    def has_role(principal: str, session: ModelSession) -> bool:
+        return session.owner == principal or principal in session.readers
+
+    def read_status(self, session_id: str, principal: str) -> int:
+        """A read through the lineage: 404 without a role or once deleted, 403 without every ancestor."""
+        session = self.sessions[session_id]
+        if session.deleted or not self.has_role(principal, session):
+            return 404
+        if not all(self.has_role(principal, ancestor) for ancestor in self.ancestors(session_id)):
+            return 403
+        return 200
+
+    def fork_refusal(self, session_id: str, principal: str) -> str | None:
+        """The problem kind a fork by `principal` must answer, before the cut is looked at."""
+        session = self.sessions[session_id]
+        if session.deleted and session.owner == principal:
+            return "session-deleted"
+        status = self.read_status(session_id, principal)
+        return {404: "not-found", 403: "ancestor-not-readable"}.get(status)

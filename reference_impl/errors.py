@@ -79,3 +79,35 @@ class WriterConflict(DomainError):
 
 class RecordsUnavailable(DomainError):
     kind = "records-unavailable"
+
+
+class Forbidden(DomainError):
+    """The caller has a role on the session, but not one that allows this operation."""
+
+    kind = "forbidden"
+
+
+class AncestorNotReadable(DomainError):
+    """The read draws from an ancestor the caller has no role on."""
+
+    kind = "ancestor-not-readable"
+
+
+class UnknownPrincipal(DomainError):
+    kind = "unknown-principal"
+
+
+class SessionDeleted(DomainError):
+    kind = "session-deleted"
+
+
+class LiveDescendants(DomainError):
+    kind = "live-descendants"
+
+
+class AttachmentExists(DomainError):
+    kind = "attachment-exists"
+
+
+class AttachmentInherited(DomainError):
+    kind = "attachment-inherited"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reference_impl.principals import DEFAULT_PROJECT, Directory
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -17,22 +19,31 @@ class Limits:
     max_request_bytes: int = 1_048_576
     idempotency_key_lifetime_seconds: int = 86_400
     max_lease_seconds: int = 300
+    max_attachment_bytes: int = 1_048_576
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything `create_app` needs; tokens map a bearer token to a principal.
+    """Everything `create_app` needs; tokens map a bearer token to a principal, and projects
+    a principal to its project (a principal not named there is in the default project).
 
     With `tokens` empty the server runs in development mode: any well-formed bearer token is
-    accepted and names its own principal.
+    accepted and names its own principal, in the default project.
     """
 
     database_url: str = "sqlite:///session-lineage.db"
     records_database_url: str | None = None  # keep records in a second store
     limits: Limits = field(default_factory=Limits)
     tokens: dict[str, str] = field(default_factory=dict)
+    projects: dict[str, str] = field(default_factory=dict)
     query_count_diagnostics: bool = True
     write_count_diagnostics: bool = True  # the Storage-Items-Written header (diagnostics.write-count)
     # Optional capabilities this server runs without (for example `writer-lease`): not advertised,
     # and their operations answer 404.
     disabled_capabilities: frozenset[str] = frozenset()
+
+    def directory(self) -> Directory:
+        """Which project each principal of the tokens belongs to."""
+        if not self.tokens:
+            return Directory({}, open=True)
+        return Directory({principal: self.projects.get(principal, DEFAULT_PROJECT) for principal in self.tokens.values()})

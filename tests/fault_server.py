@@ -32,6 +32,7 @@ import yaml
 from starlette.types import ASGIApp
 
 from reference_impl.http import create_app
+from reference_impl.principals import TokensFileError, parse_tokens
 from reference_impl.settings import Limits, Settings
 from reference_impl.store import Transaction
 from tests.mutants import app_with_transaction
@@ -131,15 +132,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failpoint == DROP_CONNECTION and not args.database_url.startswith("postgresql"):
         parser.error(f"FAILPOINT {DROP_CONNECTION} needs a PostgreSQL database")
     tokens: dict[str, str] = {}
+    projects: dict[str, str] = {}
     if args.tokens_file:
         data = yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {}
-        if not isinstance(data, dict) or not data:
-            parser.error(f"{args.tokens_file} must map bearer tokens to principals")
-        tokens = {str(token): str(principal) for token, principal in data.items()}
+        try:
+            tokens, projects = parse_tokens(data)
+        except TokensFileError as exc:
+            parser.error(f"{args.tokens_file}: {exc}")
     else:
         print("fault_server: development mode: any bearer token names its own principal", file=sys.stderr)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
-    settings = Settings(database_url=args.database_url, tokens=tokens, limits=limits)
+    settings = Settings(database_url=args.database_url, tokens=tokens, projects=projects, limits=limits)
     uvicorn.run(build(settings, failpoint), host=args.host, port=args.port, log_level="info")
     return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import uvicorn
 import yaml
 
+from reference_impl.principals import parse_tokens
 from reference_impl.settings import Settings
 from tests.mutants import MUTANTS, all_mutants
 from tests.mutants.production import PRODUCTION_MUTANTS
@@ -23,8 +24,8 @@ def main() -> None:
     args = parser.parse_args()
     all_mutants()
     mutant = {**MUTANTS, **PRODUCTION_MUTANTS}[args.mutant]
-    tokens = {str(k): str(v) for k, v in yaml.safe_load(Path(args.tokens_file).read_text()).items()}
-    app = mutant.build(Settings(database_url=args.database_url, tokens=tokens))
+    tokens, projects = parse_tokens(yaml.safe_load(Path(args.tokens_file).read_text()))
+    app = mutant.build(Settings(database_url=args.database_url, tokens=tokens, projects=projects))
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

@@ -17,7 +17,16 @@ import httpx
 from conformance.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-TOKENS = {"proc-alice-token": "alice", "proc-bob-token": "bob"}
+# One token per suite role, in order (owner, stranger, reader, writer, outsider); the outsider is
+# in another project, so the tokens file uses both of its forms.
+TOKENS = {
+    "proc-alice-token": "alice",
+    "proc-bob-token": "bob",
+    "proc-carol-token": "carol",
+    "proc-dave-token": "dave",
+    "proc-erin-token": "erin",
+}
+PROJECTS = {"erin": "elsewhere"}
 
 
 @dataclass
@@ -54,8 +63,15 @@ def start_server(database_url: str, tokens_file: Path, extra_env: dict[str, str]
 
 
 def write_tokens(directory: Path) -> Path:
+    """`token: principal` for the default project, `token: {principal: p, project: q}` otherwise."""
     path = directory / "tokens.yaml"
-    path.write_text("".join(f"{token}: {principal}\n" for token, principal in TOKENS.items()))
+    lines = []
+    for token, principal in TOKENS.items():
+        if principal in PROJECTS:
+            lines.append(f"{token}: {{principal: {principal}, project: {PROJECTS[principal]}}}\n")
+        else:
+            lines.append(f"{token}: {principal}\n")
+    path.write_text("".join(lines))
     return path
 
 

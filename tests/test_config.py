@@ -125,4 +125,19 @@ def test_example_configuration_file_loads() -> None:
 
     example = Path(__file__).resolve().parents[1] / "conformance.example.yaml"
     config = load(example, environ={})
-    assert config.target == "https://lineage.example.internal" and len(config.tokens) == 2
+    assert config.target == "https://lineage.example.internal" and len(config.tokens) == 5
+    assert config.role_index() == {"owner": 0, "stranger": 1, "reader": 2, "writer": 3, "outsider": 4}
+
+
+def test_tokens_by_role() -> None:
+    """A mapping or `role=TOKEN` items name each token's role; a plain list fills them in order."""
+    base = {"SESSION_LINEAGE_TARGET": "http://x"}
+    plain = load(environ={**base, "SESSION_LINEAGE_TOKENS": "a,b,c"})
+    assert plain.role_index() == {"owner": 0, "stranger": 1, "reader": 2}
+    named = load(environ={**base, "SESSION_LINEAGE_TOKENS": "owner=a==,writer=b"})
+    assert named.tokens == ("a==", "b") and named.role_index() == {"owner": 0, "writer": 1}
+    mapped = load(overrides={"target": "http://x", "tokens": {"outsider": "o", "owner": "a"}}, environ={})
+    assert mapped.tokens == ("o", "a") and mapped.role_index() == {"outsider": 0, "owner": 1}
+    for bad in ("owner=a,b", "boss=a,owner=b"):
+        with pytest.raises(ConfigError):
+            load(environ={**base, "SESSION_LINEAGE_TOKENS": bad})

@@ -1,9 +1,13 @@
 """A fork is all-or-nothing under faults: a crash or a lost database link leaves nothing behind.
 
-The fork writes the child session, its lineage and its idempotency record in one transaction.
-These tests stop that transaction at each step (tests/fault_server.py), then read the database
-directly: a half-written fork would be a child without lineage, or a stored idempotency answer
-for a child that does not exist, and a retry with the same key would then fail or replay garbage.
+The fork counts itself in on its source, then writes the child session, its lineage and its
+idempotency record, in one transaction. These tests stop that transaction at each step
+(tests/fault_server.py), then read the database directly: a half-written fork would be a child
+without lineage, a source counting a child that does not exist (so it could never be purged), or a
+stored idempotency answer for a child that does not exist, and a retry with the same key would then
+fail or replay garbage. The source holds an attachment: a fork gives its child access to it
+without writing a row for it, so there is nothing of it to leave half-written, and the child of
+the retry reads it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ pytestmark = pytest.mark.postgres
 ALICE = {"Authorization": "Bearer proc-alice-token"}
 FAULT_MODULE = "tests.fault_server"
 UNAVAILABLE = "urn:session-lineage:problem:unavailable"
+ATTACHMENT = b"\x89PNG\r\n\x1a\n fault-safety attachment"
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Fork:
     turn_id: str
     target_id: str
     key: str
+    attachment_id: str = ""
 
     def send(self, client: httpx.Client, base_url: str) -> httpx.Response:
         return client.post(
@@ -62,6 +68,8 @@ class DbState:
     target_lineage: int
     key_rows: int
     children_of_source: int
+    attachments: int
+    source_child_count: int
 
     @property
     def fork_rows(self) -> tuple[int, int, int]:
@@ -85,6 +93,8 @@ def read_state(database_url: str, fork: Fork) -> DbState:
         "target_lineage": "SELECT count(*) FROM session_lineage WHERE session_id = :target",
         "key_rows": "SELECT count(*) FROM idempotency_keys WHERE idempotency_key = :key",
         "children_of_source": "SELECT count(*) FROM session_lineage WHERE parent_session_id = :source",
+        "attachments": "SELECT count(*) FROM attachments",
+        "source_child_count": "SELECT child_count FROM sessions WHERE session_id = :source",
     }
     try:
         with engine.connect() as conn:
@@ -102,6 +112,10 @@ def make_source(client: httpx.Client, base_url: str) -> Fork:
     turn = client.post(f"{base_url}/sessions/{source_id}/turns", headers=ALICE, json={"role": "user"})
     assert turn.status_code == 201, turn.text
     turn_id = turn.json()["turn_id"]
+    attached = client.post(
+        f"{base_url}/sessions/{source_id}/attachments", headers={**ALICE, "Content-Type": "image/png"}, content=ATTACHMENT
+    )
+    assert attached.status_code == 201, attached.text
     records = [{"type": "message", "content": {"text": "hello"}}, {"type": "message", "content": {"text": "again"}}]
     appended = client.post(
         f"{base_url}/sessions/{source_id}/turns/{turn_id}/records", headers=ALICE, json={"records": records}
@@ -111,7 +125,10 @@ def make_source(client: httpx.Client, base_url: str) -> Fork:
         f"{base_url}/sessions/{source_id}/turns/{turn_id}/finish", headers=ALICE, json={"status": "completed"}
     )
     assert finished.status_code == 200, finished.text
-    return Fork(source_id, turn_id, target_id=f"child-{uuid.uuid4().hex}", key=f"fault-{uuid.uuid4().hex}")
+    return Fork(
+        source_id, turn_id, target_id=f"child-{uuid.uuid4().hex}", key=f"fault-{uuid.uuid4().hex}",
+        attachment_id=attached.json()["attachment_id"],
+    )
 
 
 def assert_untouched(state: DbState) -> None:
@@ -119,6 +136,7 @@ def assert_untouched(state: DbState) -> None:
     assert state.fork_rows == (0, 0, 0), state
     assert (state.sessions, state.lineage, state.idempotency) == (1, 0, 0), state
     assert (state.turns, state.records, state.children_of_source) == (1, 2, 0), state
+    assert (state.attachments, state.source_child_count) == (1, 0), state
 
 
 def assert_retry_completes(client: httpx.Client, base_url: str, fork: Fork, database_url: str, failpoint: str) -> None:
@@ -138,6 +156,9 @@ def assert_retry_completes(client: httpx.Client, base_url: str, fork: Fork, data
     report(failpoint, "after retry", state)
     assert state.fork_rows == (1, 1, 1), state
     assert (state.sessions, state.lineage, state.idempotency, state.children_of_source) == (2, 1, 1, 1), state
+    assert (state.attachments, state.source_child_count) == (1, 1), state  # access, not a copy
+    inherited = client.get(f"{base_url}/sessions/{fork.target_id}/attachments/{fork.attachment_id}", headers=ALICE)
+    assert inherited.status_code == 200 and inherited.content == ATTACHMENT, inherited.text
 
 
 def report(failpoint: str, stage: str, state: DbState, **facts: Any) -> None:

@@ -33,6 +33,17 @@ def test_state_machine_alone_catches_leaking_cutoffs(tmp_path) -> None:
     assert "XS-EFFECTIVE-001" in failed_requirements(app, "stateful")
 
 
+def test_state_machine_alone_catches_revocations_that_do_not_cascade(tmp_path) -> None:
+    """Grants, revocations and deletions are part of the programs: access kept from fork time shows."""
+    app = MUTANTS["access_kept_from_fork_time"].build(settings(tmp_path))
+    assert failed_requirements(app, "stateful") & {"AUTH-REVOKE-CASCADE-001", "AUTH-LINEAGE-READ-001"}
+
+
+def test_state_machine_alone_catches_deleted_ancestors_breaking_descendants(tmp_path) -> None:
+    app = MUTANTS["deleted_ancestor_breaks_descendants"].build(settings(tmp_path))
+    assert "DEL-DESCENDANTS-001" in failed_requirements(app, "stateful")
+
+
 def test_state_machine_passes_on_the_reference(tmp_path) -> None:
     assert failed_requirements(reference_app(settings(tmp_path)), "stateful") == set()
 

@@ -13,11 +13,20 @@ from reference_impl.settings import Settings
 from tests.mutants import Mutant, all_mutants
 
 MUTANTS = all_mutants()
-TOKENS = {"mutant-alice-token": "alice", "mutant-bob-token": "bob"}
+# One token per suite role, in order (owner, stranger, reader, writer, outsider): the outsider is in
+# another project.
+TOKENS = {
+    "mutant-alice-token": "alice",
+    "mutant-bob-token": "bob",
+    "mutant-carol-token": "carol",
+    "mutant-dave-token": "dave",
+    "mutant-erin-token": "erin",
+}
+PROJECTS = {"erin": "elsewhere"}
 
 
 def run_against(mutant: Mutant, database_url: str, seed: int = 20261202, select: tuple[str, ...] | None = None):
-    settings = Settings(database_url=database_url, tokens=TOKENS)
+    settings = Settings(database_url=database_url, tokens=TOKENS, projects=PROJECTS)
     with serve_app(mutant.build(settings)) as server:
         config = load(
             overrides={"target": server.url, "tokens": list(TOKENS), "select": list(select or mutant.select), "seed": seed,

@@ -67,6 +67,16 @@ def test_round_trips_are_identical_on_both_engines(postgres_url: str, tmp_path) 
     assert set(sqlite["lineage"].values()) == {1}
 
 
+def test_listing_round_trips_are_identical_on_both_engines(postgres_url: str, tmp_path) -> None:
+    from tests.test_authorization import listing_round_trips
+
+    sqlite = listing_round_trips(f"sqlite:///{tmp_path / 'listing.db'}")
+    postgres = listing_round_trips(postgres_url)
+    print(f"listing round trips by depth: sqlite {sqlite}, postgresql {postgres}")
+    assert sqlite == postgres
+    assert set(postgres["list"].values()) == {1} and set(postgres["descendants"].values()) == {2}
+
+
 all_mutants()
 MULTI_PROCESS_MUTANTS = {**PRODUCTION_MUTANTS, **{n: MUTANTS[n] for n in ("snapshot_outside_transaction", "writes_ignore_leases")}}
 

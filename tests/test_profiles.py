@@ -38,10 +38,12 @@ def test_profiles_file_holds_core_and_full() -> None:
         "writer-lease",
         "diagnostics.query-count",
         "diagnostics.write-count",
+        "sharing",
+        "attachments",
     ]
     assert all(entry["title"] and spec.version_tuple(entry["since"]) for entry in profiles.values())
     assert spec.profile_capabilities("full", "1.0.0")[-1] == "diagnostics.query-count"
-    assert spec.profile_capabilities("full", "1.1.0")[-1] == "diagnostics.write-count"
+    assert spec.profile_capabilities("full", "1.1.0")[-3:] == ["diagnostics.write-count", "sharing", "attachments"]
 
 
 def test_every_capability_a_requirement_names_is_in_some_profile() -> None:

@@ -211,3 +211,50 @@ def fork_writes_by_source_size(ctx: CheckContext) -> None:
             f"a fork {'with' if keyed else 'without'} an Idempotency-Key wrote {written} stored items: "
             "the count grows with the source, so the fork copies what the child inherits",
         )
+
+
+@check("DIAG-LIST-COST-001", title="A listing page costs the same whatever the depth and the branches", needs=(CAPABILITY, "sharing"))
+def listing_cost_by_depth(ctx: CheckContext) -> None:
+    maximum = ctx.limits["max_lineage_depth"]
+    ids = ctx.chain(maximum, records_per_turn=1)
+    depths = sorted({0, 1, min(5, maximum), maximum})
+
+    def descendant_pages() -> dict[int, int]:
+        costs = {}
+        for depth in depths:
+            response = ctx.alice.get(f"/sessions/{ids[depth]}/descendants", params={"limit": 2})
+            ctx.expect_status(response, 200)
+            costs[depth] = round_trips(response)
+        return costs
+
+    one_branch = descendant_pages()
+    for sid in ids[:-1]:  # a second branch at every level
+        ctx.fork_ok(sid, {"mode": "latest"})
+    many_branches = descendant_pages()
+    ctx.expect(
+        len(set(one_branch.values()) | set(many_branches.values())) == 1 and max(one_branch.values()) <= 2,
+        f"descendants page round trips by depth of the session: one branch {one_branch}, "
+        f"a branch at every level {many_branches}",
+    )
+    # The caller's listing: every page costs the same, whichever depths its sessions have.
+    page_costs: list[int] = []
+    by_depth: dict[int, int] = {}
+    cursor = None
+    wanted = {ids[depth]: depth for depth in depths}
+    for _ in range(10_000):
+        response = ctx.alice.get("/sessions", params={"cursor": cursor, "limit": ctx.limits["max_page_size"]})
+        ctx.expect_status(response, 200)
+        cost = round_trips(response)
+        page_costs.append(cost)
+        page = response.json()
+        for item in page["sessions"]:
+            if item["session"]["session_id"] in wanted:
+                by_depth[wanted[item["session"]["session_id"]]] = cost
+        if not page["has_more"]:
+            break
+        cursor = page["next_cursor"]
+    ctx.expect(set(by_depth) == set(depths), f"the listing left out sessions of depths {set(depths) - set(by_depth)}")
+    ctx.expect(
+        len(set(page_costs)) == 1 and page_costs[0] <= 2,
+        f"session listing round trips per page: {page_costs} (by depth of the sessions listed: {by_depth})",
+    )

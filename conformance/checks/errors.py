@@ -137,7 +137,7 @@ def problem_documents(ctx: CheckContext) -> None:
     cases = [
         (ctx.alice.get(f"/sessions/{ctx.new_id('missing')}"), 404, "not-found"),
         (ctx.alice.get("/no/such/route"), 404, "not-found"),
-        (ctx.alice.request("DELETE", f"/sessions/{sid}"), 405, "method-not-allowed"),
+        (ctx.alice.request("PUT", f"/sessions/{sid}/transcript"), 405, "method-not-allowed"),
         (ctx.alice.post("/sessions", json={"session_id": sid}), 409, "session-exists"),
         (ctx.anonymous.get(f"/sessions/{sid}"), 401, "unauthenticated"),
         (ctx.alice.get(f"/sessions/{sid}/transcript", params={"cursor": "%%%"}), 400, "invalid-cursor"),

@@ -11,12 +11,14 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from reference_impl import diagnostics
 from reference_impl.errors import DomainError
 from reference_impl.http.problems import problem
 from reference_impl.http.routes import CHAPTERS
+from reference_impl.principals import DEFAULT_PROJECT, KEY_SEPARATOR
 from reference_impl.services import Services, build_services
 from reference_impl.settings import Settings
 from reference_impl.store import Store, Transaction
@@ -70,7 +72,7 @@ class OutermostLayer:
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DomainError)
-    response = problem(exc.kind, exc.detail)
+    response = problem(exc.kind, public_text(request, exc.detail))
     if response.status_code == 503:
         response.headers["Retry-After"] = "1"
     return response
@@ -88,15 +90,43 @@ async def _storage_error(request: Request, exc: Exception) -> Response:
     return problem("unavailable", "storage is unavailable; retry later", {"Retry-After": "1"})
 
 
+def public_text(request: Request, text: str) -> str:
+    """A detail with the store keys of the caller's project written as the ids the caller knows."""
+    caller = getattr(request.state, "caller", None)
+    if caller is None or caller.project == DEFAULT_PROJECT:
+        return text
+    return text.replace(caller.project + KEY_SEPARATOR, "")
+
+
+def merge_routes(routes: list[Route]) -> list[Route]:
+    """One route per path: chapters add methods to the same path (`GET /sessions` next to
+    `POST /sessions`), and a 405 must list every method the path allows in `Allow`."""
+    by_path: dict[str, list[Route]] = {}
+    for route in routes:
+        by_path.setdefault(route.path, []).append(route)
+    merged = []
+    for path, group in by_path.items():
+        if len(group) == 1:
+            merged.append(group[0])
+            continue
+        endpoints = {method: route.endpoint for route in group for method in route.methods or ()}
+
+        async def dispatch(request: Request, endpoints: dict[str, Any] = endpoints) -> Response:
+            return await endpoints[request.method](request)
+
+        merged.append(Route(path, dispatch, methods=sorted(endpoints)))
+    return merged
+
+
 def build_app(services: Services, settings: Settings) -> Starlette:
     """The ASGI application around ready services (tests build services with substitutes)."""
     running = {chapter.chapter for chapter in services.chapters()} | {"capabilities"}
-    routes = [
+    routes = merge_routes([
         route
         for handlers in CHAPTERS
         if handlers.chapter in running
         for route in handlers(services, settings).routes()
-    ]
+    ])
     app = Starlette(
         routes=routes,
         exception_handlers={

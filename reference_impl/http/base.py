@@ -8,6 +8,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from reference_impl.http.requests import json_body, principal_of
+from reference_impl.principals import Caller
 from reference_impl.services import Services
 from reference_impl.settings import Settings
 
@@ -21,8 +22,8 @@ class Handlers:
         self.services = services
         self.settings = settings
 
-    def principal(self, request: Request) -> str:
-        return principal_of(request, self.settings.tokens)
+    def principal(self, request: Request) -> Caller:
+        return principal_of(request, self.settings.tokens, self.settings.projects)
 
     async def body(self, request: Request, schema_file: str) -> dict[str, Any]:
         return await json_body(request, schema_file, self.settings.limits.max_request_bytes)

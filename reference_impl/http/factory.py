@@ -20,6 +20,7 @@ def settings_to_environment(settings: Settings) -> None:
             "database_url": settings.database_url,
             "records_database_url": settings.records_database_url,
             "tokens": settings.tokens,
+            "projects": settings.projects,
             "query_count_diagnostics": settings.query_count_diagnostics,
             "write_count_diagnostics": settings.write_count_diagnostics,
             "limits": vars(settings.limits),

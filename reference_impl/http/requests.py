@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 import spec
 from reference_impl.errors import DomainError, InvalidCursor, InvalidRequest, NotFound, PayloadTooLarge
+from reference_impl.principals import DEFAULT_PROJECT, PRINCIPAL_PATTERN, Caller
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,128}")  # used with fullmatch: `$` would let a trailing newline through
 TOKEN_PATTERN = re.compile(r"^[A-Za-z0-9._~+/=-]{1,256}$")
@@ -35,10 +36,11 @@ class InvalidIdempotencyKey(DomainError):
     kind = "invalid-idempotency-key"
 
 
-def principal_of(request: Request, tokens: dict[str, str]) -> str:
-    """The principal a bearer token names; any well-formed token in development mode.
+def principal_of(request: Request, tokens: dict[str, str], projects: dict[str, str] | None = None) -> Caller:
+    """The principal a bearer token names, with its project; any well-formed token in development mode.
 
-    A request carrying more than one Authorization header is refused: which one would count?
+    A request carrying more than one Authorization header is refused: which one would count? The
+    caller is kept on the request, so that path ids can be read as keys of its project.
     """
     values = request.headers.getlist("authorization")
     if len(values) > 1:
@@ -48,18 +50,55 @@ def principal_of(request: Request, tokens: dict[str, str]) -> str:
     if scheme.lower() != "bearer" or not TOKEN_PATTERN.match(token):
         raise Unauthenticated("a bearer token is required")
     if not tokens:
-        return token
-    if token not in tokens:
+        caller = Caller(token)
+    elif token not in tokens:
         raise Unauthenticated("unknown bearer token")
-    return tokens[token]
+    else:
+        principal = tokens[token]
+        caller = Caller(principal, (projects or {}).get(principal, DEFAULT_PROJECT))
+    request.state.caller = caller
+    return caller
+
+
+# Path ids that name something of the caller's project: read as store keys (principals.py).
+PROJECT_SCOPED = ("session_id", "turn_id")
 
 
 def path_id(request: Request, name: str) -> str:
-    """A path id; one that cannot exist is simply not found."""
+    """A path id (a store key for sessions and turns); one that cannot exist is simply not found."""
     value = request.path_params[name]
     if not ID_PATTERN.fullmatch(value):
         raise NotFound(f"no {name.replace('_', ' ')} {value}")
+    if name not in PROJECT_SCOPED:
+        return value
+    caller = getattr(request.state, "caller", None)
+    if caller is None:
+        raise RuntimeError("authenticate the request before reading its path ids")
+    return caller.key(value)
+
+
+def path_principal(request: Request) -> str:
+    """The principal id of a grant path; one that cannot exist is not found."""
+    value = request.path_params["principal_id"]
+    if not PRINCIPAL_PATTERN.match(value):
+        raise NotFound(f"no principal {value}")
     return value
+
+
+def scope_ids(caller: Caller, body: dict[str, Any], *paths: tuple[str, ...]) -> dict[str, Any]:
+    """The body with the client-chosen session and turn ids it holds made keys of the caller's project."""
+    scoped = dict(body)
+    for path in paths:
+        holder = scoped
+        for part in path[:-1]:
+            if not isinstance(holder.get(part), dict):
+                break
+            holder[part] = dict(holder[part])
+            holder = holder[part]
+        else:
+            if isinstance(holder.get(path[-1]), str):
+                holder[path[-1]] = caller.key(holder[path[-1]])
+    return scoped
 
 
 def query_int(request: Request, name: str) -> int | None:
@@ -100,6 +139,31 @@ def idempotency_key(request: Request) -> str | None:
         "the key must be a Structured Field string of 1 to 255 printable ASCII characters, "
         "or 1 to 255 visible ASCII characters"
     )
+
+
+MEDIA_TYPE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*(\s*;.*)?$")
+
+
+def attachment_media_type(request: Request) -> str:
+    """The media type an attachment is stored with: its request's one `Content-Type`."""
+    values = request.headers.getlist("content-type")
+    value = values[0].strip() if len(values) == 1 else ""
+    if not MEDIA_TYPE.match(value) or len(value) > 255:
+        raise UnsupportedMediaType("an attachment needs one Content-Type that is a media type (type/subtype)")
+    return value
+
+
+async def raw_body(request: Request, max_bytes: int, limit_name: str) -> bytes:
+    """The body's bytes, refused as soon as it is known to exceed `max_bytes`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"the body exceeds {limit_name} ({max_bytes})")
+    raw = bytearray()
+    async for chunk in request.stream():
+        raw.extend(chunk)
+        if len(raw) > max_bytes:
+            raise PayloadTooLarge(f"the body exceeds {limit_name} ({max_bytes})")
+    return bytes(raw)
 
 
 async def json_body(request: Request, schema_file: str, max_bytes: int) -> dict[str, Any]:

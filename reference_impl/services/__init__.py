@@ -11,10 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl.services.access import Access
+from reference_impl.services.attachments import AttachmentsService
 from reference_impl.services.capabilities import CapabilitiesService
 from reference_impl.services.common import ChapterService
+from reference_impl.services.deletion import DeletionService
 from reference_impl.services.fork import ForkService
+from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
+from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
@@ -28,6 +32,10 @@ PARTS: dict[str, type] = {
     "fork": ForkService,
     "transcript": TranscriptService,
     "leases": LeasesService,
+    "grants": GrantsService,
+    "listing": ListingService,
+    "deletion": DeletionService,
+    "attachments": AttachmentsService,
 }
 
 
@@ -39,9 +47,13 @@ class Services:
     fork: ForkService
     transcript: TranscriptService
     leases: LeasesService | None  # None when the server runs without `writer-lease`
+    grants: GrantsService | None = None  # these three: None without `sharing`
+    listing: ListingService | None = None
+    deletion: DeletionService | None = None
+    attachments: AttachmentsService | None = None  # None without `attachments`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -57,7 +69,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
     """The services over a store; `overrides` maps a part name to a subclass to use instead."""
     parts = {**PARTS, **(overrides or {})}
     limits = settings.limits
-    access = parts["access"](limits)
+    access = parts["access"](limits, settings.directory())
 
     def chapter(name: str) -> Any:
         cls = parts[name]
@@ -65,12 +77,13 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    sessions, fork, transcript, leases = (chapter(name) for name in ("sessions", "fork", "transcript", "leases"))
-    running = [item for item in (sessions, fork, transcript, leases) if item is not None]
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments")
+    built = {name: chapter(name) for name in names}
+    running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
         limits, running, settings.query_count_diagnostics, write_count_diagnostics=settings.write_count_diagnostics
     )
-    return Services(access, capabilities, sessions, fork, transcript, leases)
+    return Services(access, capabilities, **built)
 
 
 __all__ = ["Services", "ChapterService", "PARTS", "build_services", "part_name"]

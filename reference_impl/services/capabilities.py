@@ -25,7 +25,7 @@ class CapabilitiesService:
         self.write_count_diagnostics = write_count_diagnostics
 
     def capabilities(self, spec_version: str) -> dict[str, Any]:
-        names = [name for chapter in self.chapters for name in chapter.capabilities]
+        names = list(dict.fromkeys(name for chapter in self.chapters for name in chapter.capabilities))
         diagnostics: dict[str, Any] = {"query_count": self.query_count_diagnostics}
         if self.query_count_diagnostics:
             names.append("diagnostics.query-count")

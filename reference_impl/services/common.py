@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from reference_impl.principals import Caller
 from reference_impl.settings import Limits
 from reference_impl.store import Store
 
@@ -23,6 +24,11 @@ def timestamp(moment: datetime) -> str:
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+def new_key(principal: str) -> str:
+    """A new id of the caller's project, as stored (principals.py)."""
+    return principal.key(new_id()) if isinstance(principal, Caller) else new_id()
 
 
 class ChapterService:

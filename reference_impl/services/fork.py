@@ -14,8 +14,15 @@ from datetime import timedelta
 from typing import Any
 
 from reference_impl import views
-from reference_impl.errors import DepthExceeded, IdempotencyKeyReused, TargetConflict, TurnIncomplete, UnknownTurn
-from reference_impl.services.common import ChapterService, new_id, timestamp, utcnow
+from reference_impl.errors import (
+    DepthExceeded,
+    IdempotencyKeyReused,
+    SessionDeleted,
+    TargetConflict,
+    TurnIncomplete,
+    UnknownTurn,
+)
+from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, LineageRow, SessionRow
 from reference_impl.store.store import IntegrityError
@@ -80,7 +87,7 @@ class ForkService(ChapterService):
             if stored is not None:
                 tx.delete_idempotency(principal, key)
 
-        chain = self.access.visible_chain(tx, principal, source_id)
+        chain = self.access.source_chain(tx, principal, source_id)
         source = chain[-1].session
         cut = body["cut"]
         target_id = body.get("target_session_id")
@@ -96,7 +103,7 @@ class ForkService(ChapterService):
             )
         cutoff = self._resolve_cut(tx, chain, cut)
         header = body.get("header", {})
-        child_id = target_id or new_id()
+        child_id = target_id or new_key(principal)
         created_at = timestamp(now)
         session_row: dict[str, Any] = {
             "session_id": child_id,
@@ -123,6 +130,10 @@ class ForkService(ChapterService):
             "cutoff_record_index": cutoff.record_index,
             "created_at": created_at,
         }
+        if not tx.claim_child_slot(source.session_id):  # deleted since we read it
+            if source.owner == principal:
+                raise SessionDeleted(f"session {source.session_id} is deleted")
+            raise self.access.not_found(source.session_id)
         tx.insert_session(session_row)
         tx.insert_lineage(lineage_row)
         child = SessionRow(lineage=LineageRow(**lineage_row), **session_row)

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from reference_impl.errors import InvalidRequest, WriterConflict
+from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService, new_id, timestamp, utcnow
 from reference_impl.store.rows import LeaseRow
 from reference_impl.store.store import IntegrityError
@@ -37,21 +38,21 @@ class LeasesService(ChapterService):
         expires_at = timestamp(now + timedelta(seconds=ttl))
         try:
             with self.store.write() as tx:
-                self.access.visible_session(tx, principal, session_id)
+                self.access.writer_session(tx, principal, session_id)
                 renewing = body.get("lease_id")
                 if renewing is not None:
                     if not tx.renew_lease(session_id, renewing, expires_at, timestamp(now)):
                         raise WriterConflict(f"lease {renewing} does not hold session {session_id}")
-                    return 200, {"session_id": session_id, "lease_id": renewing, "expires_at": expires_at}
+                    return 200, {"session_id": public_id(session_id), "lease_id": renewing, "expires_at": expires_at}
                 lease = {"lease_id": new_id(), "principal": principal, "expires_at": expires_at}
                 if not tx.take_expired_lease(session_id, lease, timestamp(now)):
                     tx.insert_lease({"session_id": session_id, **lease})
         except IntegrityError as exc:
             raise WriterConflict(f"another writer holds the lease of session {session_id}") from exc
-        return 201, {"session_id": session_id, "lease_id": lease["lease_id"], "expires_at": expires_at}
+        return 201, {"session_id": public_id(session_id), "lease_id": lease["lease_id"], "expires_at": expires_at}
 
     def release_lease(self, principal: str, session_id: str, lease_id: str | None) -> None:
         with self.store.write() as tx:
-            self.access.visible_session(tx, principal, session_id)
+            self.access.writer_session(tx, principal, session_id)
             if lease_id is None or not tx.delete_lease(session_id, lease_id, timestamp(utcnow())):
                 raise WriterConflict(f"lease {lease_id or '(none named)'} does not hold session {session_id}")

@@ -15,7 +15,8 @@ from reference_impl.errors import (
     TurnInProgress,
     TurnNotRunning,
 )
-from reference_impl.services.common import ChapterService, new_id, timestamp, utcnow
+from reference_impl.principals import public_id
+from reference_impl.services.common import ChapterService, new_id, new_key, timestamp, utcnow
 from reference_impl.store import Transaction
 from reference_impl.store.rows import SessionRow, TurnRow
 from reference_impl.store.store import IntegrityError, StorageError
@@ -26,7 +27,7 @@ class SessionsService(ChapterService):
 
     def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
         row: dict[str, Any] = {
-            "session_id": body.get("session_id") or new_id(),
+            "session_id": body.get("session_id") or new_key(principal),
             "owner": principal,
             "name": body.get("name"),
             "description": body.get("description"),
@@ -50,7 +51,7 @@ class SessionsService(ChapterService):
     def start_turn(
         self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None
     ) -> dict[str, Any]:
-        turn_id = body.get("turn_id") or new_id()
+        turn_id = body.get("turn_id") or new_key(principal)
         try:
             with self.store.write() as tx:
                 self.access.writable_session(tx, principal, session_id, lease_id)
@@ -130,8 +131,8 @@ class SessionsService(ChapterService):
             "records": [
                 {
                     "record_id": row["record_id"],
-                    "session_id": session_id,
-                    "turn_id": turn_id,
+                    "session_id": public_id(session_id),
+                    "turn_id": public_id(turn_id),
                     "index": row["record_index"],
                     "type": row["record_type"],
                     "content": item["content"],

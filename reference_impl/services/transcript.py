@@ -13,6 +13,7 @@ from typing import Any
 
 from reference_impl import cursors, views
 from reference_impl.errors import InvalidRequest, RecordsUnavailable
+from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService
 from reference_impl.store.rows import Segment
 
@@ -26,7 +27,7 @@ class Page:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "session_id": self.session_id,
+            "session_id": public_id(self.session_id),
             "records": self.records,
             "has_more": self.has_more,
             "next_cursor": self.next_cursor,
@@ -92,14 +93,14 @@ class TranscriptService(ChapterService):
             assert lower.session.lineage is not None
             ancestors.append(
                 {
-                    "session_id": upper.session.session_id,
+                    "session_id": public_id(upper.session.session_id),
                     "depth": upper.session.depth,
                     "inherited_turn_count": lower.session.lineage.inherited_turn_count,
                 }
             )
         return {
-            "session_id": session_id,
-            "root_session_id": chain[0].session.session_id,
+            "session_id": public_id(session_id),
+            "root_session_id": public_id(chain[0].session.session_id),
             "depth": chain[-1].session.depth,
             "ancestors": ancestors,
         }

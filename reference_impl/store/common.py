@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import and_
 from sqlalchemy.engine import Connection, RowMapping
 
 from reference_impl.store import tables as t
@@ -29,8 +30,18 @@ SESSIONS_WITH_LINEAGE = t.sessions.outerjoin(
     t.session_lineage, t.session_lineage.c.session_id == t.sessions.c.session_id
 )
 
+# The viewer's grant on a session, joined into the same statement that reads the session.
+GRANT_ROLE = t.session_grants.c.role.label("g_role")
 
-def session_from(row: RowMapping) -> SessionRow:
+
+def sessions_seen_by(viewer: str | None) -> Any:
+    """Sessions with their lineage and the grant the viewer holds on each (none without a viewer)."""
+    grants = t.session_grants
+    on = and_(grants.c.session_id == t.sessions.c.session_id, grants.c.principal == (viewer or ""))
+    return SESSIONS_WITH_LINEAGE.outerjoin(grants, on)
+
+
+def session_from(row: RowMapping, viewer: str | None = None) -> SessionRow:
     lineage = None
     if row["l_parent_session_id"] is not None:
         lineage = LineageRow(
@@ -57,6 +68,10 @@ def session_from(row: RowMapping) -> SessionRow:
         record_count=row["record_count"],
         running_turn_id=row["running_turn_id"],
         lineage=lineage,
+        deleted_at=row.get("deleted_at"),
+        child_count=row.get("child_count") or 0,
+        viewer=viewer,
+        viewer_grant=row.get("g_role") if viewer is not None else None,
     )
 
 

@@ -33,6 +33,11 @@ class SessionRow:
     record_count: int
     running_turn_id: str | None
     lineage: LineageRow | None
+    deleted_at: str | None = None
+    child_count: int = 0
+    # The role granted to the principal the row was read for (`viewer`), if any.
+    viewer: str | None = None
+    viewer_grant: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,3 +105,24 @@ class LeaseRow:
     lease_id: str
     principal: str
     expires_at: str
+
+
+@dataclass(frozen=True)
+class GrantRow:
+    session_id: str
+    principal: str
+    role: str
+    granted_at: str
+
+
+@dataclass(frozen=True)
+class AttachmentRow:
+    """An attachment without its bytes (`content` is read only when they are served)."""
+
+    session_id: str
+    attachment_id: str
+    position: int
+    media_type: str
+    size: int
+    sha256: str
+    created_at: str

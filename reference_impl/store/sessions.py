@@ -7,36 +7,47 @@ from typing import Any
 from sqlalchemy import insert, select, update
 
 from reference_impl.store import tables as t
-from reference_impl.store.common import SESSION_COLUMNS, SESSIONS_WITH_LINEAGE, Statements, session_from, turn_from
+from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by, turn_from
 from reference_impl.store.rows import LeaseRow, SessionRow, TurnRow
 
 
 class SessionStatements(Statements):
-    def session(self, session_id: str) -> SessionRow | None:
-        query = select(*SESSION_COLUMNS).select_from(SESSIONS_WITH_LINEAGE).where(t.sessions.c.session_id == session_id)
+    def session(self, session_id: str, viewer: str | None = None) -> SessionRow | None:
+        """The session with its lineage and, for a viewer, the grant it holds: one statement."""
+        query = (
+            select(*SESSION_COLUMNS, GRANT_ROLE)
+            .select_from(sessions_seen_by(viewer))
+            .where(t.sessions.c.session_id == session_id)
+        )
         row = self.conn.execute(query).mappings().first()
-        return session_from(row) if row else None
+        return session_from(row, viewer) if row else None
 
-    def session_for_write(self, session_id: str) -> tuple[SessionRow, LeaseRow | None] | None:
-        """The session and its writer lease (held or expired), in the one statement a write needs."""
+    def session_for_write(
+        self, session_id: str, viewer: str | None = None, lock: bool = False
+    ) -> tuple[SessionRow, LeaseRow | None] | None:
+        """The session, the viewer's grant and the writer lease (held or expired): the one statement
+        a write needs. With `lock`, the session row stays locked until the transaction ends."""
         leases = t.session_leases
         query = (
             select(
                 *SESSION_COLUMNS,
+                GRANT_ROLE,
                 leases.c.lease_id.label("w_lease_id"),
                 leases.c.principal.label("w_principal"),
                 leases.c.expires_at.label("w_expires_at"),
             )
-            .select_from(SESSIONS_WITH_LINEAGE.outerjoin(leases, leases.c.session_id == t.sessions.c.session_id))
+            .select_from(sessions_seen_by(viewer).outerjoin(leases, leases.c.session_id == t.sessions.c.session_id))
             .where(t.sessions.c.session_id == session_id)
         )
+        if lock:
+            query = query.with_for_update(of=t.sessions)
         row = self.conn.execute(query).mappings().first()
         if row is None:
             return None
         lease = None
         if row["w_lease_id"] is not None:
             lease = LeaseRow(session_id, row["w_lease_id"], row["w_principal"], row["w_expires_at"])
-        return session_from(row), lease
+        return session_from(row, viewer), lease
 
     def insert_session(self, row: dict[str, Any]) -> None:
         self.conn.execute(insert(t.sessions).values(**row))

@@ -9,15 +9,28 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError as StorageError
 from sqlalchemy.exc import IntegrityError
 
+from reference_impl.store.attachments import AttachmentStatements
+from reference_impl.store.deletion import DeletionStatements
 from reference_impl.store.fork import ForkStatements
+from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
+from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.transcript import TranscriptStatements
 
 __all__ = ["Store", "Transaction", "IntegrityError", "StorageError"]
 
 
-class Transaction(SessionStatements, ForkStatements, TranscriptStatements, LeaseStatements):
+class Transaction(
+    SessionStatements,
+    ForkStatements,
+    TranscriptStatements,
+    LeaseStatements,
+    GrantStatements,
+    ListingStatements,
+    AttachmentStatements,
+    DeletionStatements,
+):
     """The statements available inside one read or write transaction: one base class per chapter."""
 
 

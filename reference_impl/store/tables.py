@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, MetaData, String, Table, Text
+from sqlalchemy import Column, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Table, Text
 
-ID = String(128)
+# A session or turn id as stored: up to 128 characters, prefixed by its project (principals.py).
+ID = String(256)
 metadata = MetaData()
 
 sessions = Table(
@@ -19,6 +20,11 @@ sessions = Table(
     Column("turn_count", Integer, nullable=False),
     Column("record_count", Integer, nullable=False),
     Column("running_turn_id", ID),
+    # Soft deletion (DEL-SOFT-001): set once, never cleared.
+    Column("deleted_at", String(40)),
+    # Children not purged yet; a fork counts itself in under the row lock, a purge needs 0.
+    Column("child_count", Integer, nullable=False, server_default="0"),
+    Index("ix_sessions_owner", "owner", "session_id"),
 )
 
 session_lineage = Table(
@@ -89,4 +95,29 @@ session_leases = Table(
     Column("lease_id", String(64), nullable=False),
     Column("principal", String(256), nullable=False),
     Column("expires_at", String(40), nullable=False),
+)
+
+session_grants = Table(
+    "session_grants",
+    metadata,
+    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("principal", String(256), primary_key=True),
+    Column("role", String(16), nullable=False),
+    Column("granted_at", String(40), nullable=False),
+    Index("ix_session_grants_principal", "principal", "session_id"),
+)
+
+# Attachments live in the core store. `position` is the session's record count when it was
+# stored: a descendant reaches it when it inherits a record of the session at or after it.
+attachments = Table(
+    "attachments",
+    metadata,
+    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("attachment_id", String(128), primary_key=True),
+    Column("position", Integer, nullable=False),
+    Column("media_type", String(255), nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Column("created_at", String(40), nullable=False),
 )

@@ -39,7 +39,8 @@ WITH RECURSIVE chain(session_id, hops, turn_bound, record_bound,
 )
 SELECT c.hops, c.turn_bound, c.record_bound,
        s.session_id, s.owner, s.name, s.description, s.created_at, s.depth,
-       s.turn_count, s.record_count, s.running_turn_id,
+       s.turn_count, s.record_count, s.running_turn_id, s.deleted_at, s.child_count,
+       g.role AS g_role,
        l.parent_session_id AS l_parent_session_id, l.root_session_id AS l_root_session_id,
        l.depth AS l_depth, l.inherited_turn_count AS l_inherited_turn_count,
        l.cut_mode AS l_cut_mode, l.cut_turn_id AS l_cut_turn_id,
@@ -48,6 +49,7 @@ SELECT c.hops, c.turn_bound, c.record_bound,
 FROM chain c
 JOIN sessions s ON s.session_id = c.session_id
 LEFT JOIN session_lineage l ON l.session_id = c.session_id
+LEFT JOIN session_grants g ON g.session_id = c.session_id AND g.principal = :viewer
 ORDER BY c.hops DESC
 """
 )
@@ -107,14 +109,15 @@ def _record_from(row: RowMapping) -> RecordRow:
 
 
 class TranscriptStatements(Statements):
-    def chain(self, session_id: str, max_hops: int) -> list[ChainLink]:
-        """The session and its ancestors, root first, with inherited bounds: one statement."""
+    def chain(self, session_id: str, max_hops: int, viewer: str | None = None) -> list[ChainLink]:
+        """The session and its ancestors, root first, with inherited bounds and the grant the
+        viewer holds on each: one statement."""
         rows = self.conn.execute(
-            CHAIN_SQL, {"session_id": session_id, "max_hops": max_hops}
+            CHAIN_SQL, {"session_id": session_id, "max_hops": max_hops, "viewer": viewer or ""}
         ).mappings()
         return [
             ChainLink(
-                session=session_from(row),
+                session=session_from(row, viewer),
                 hops=row["hops"],
                 turn_bound=row["turn_bound"],
                 record_bound=row["record_bound"],

@@ -41,8 +41,8 @@ def cutoff_ignored(settings: Settings) -> ASGIApp:
 @mutant("DIAG-DEPTH-001", description="The lineage chain is read one ancestor per query (N+1)")
 def one_query_per_ancestor(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def chain(self, session_id: str, max_hops: int) -> list[ChainLink]:
-            links = super().chain(session_id, max_hops)
+        def chain(self, session_id: str, max_hops: int, viewer: str | None = None) -> list[ChainLink]:
+            links = super().chain(session_id, max_hops, viewer)
             for link in links[:-1]:
                 self.session(link.session.session_id)  # the per-ancestor lookups a naive reader makes
             return links

@@ -63,8 +63,8 @@ def writes_ignore_leases(settings: Settings) -> ASGIApp:
 @mutant("LEASE-EXPIRY-001", description="A lease never expires", select=("leases.lease_expires",))
 def leases_never_expire(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def session_for_write(self, session_id: str) -> Any:
-            found = super().session_for_write(session_id)
+        def session_for_write(self, session_id: str, viewer: str | None = None, lock: bool = False) -> Any:
+            found = super().session_for_write(session_id, viewer, lock)
             if found is None or found[1] is None:
                 return found
             held = found[1]

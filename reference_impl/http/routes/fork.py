@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
-from reference_impl.http.requests import idempotency_key, path_id
+from reference_impl.http.requests import idempotency_key, path_id, scope_ids
 
 
 class ForkHandlers(Handlers):
@@ -21,7 +21,9 @@ class ForkHandlers(Handlers):
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         key = idempotency_key(request)
-        body = await self.body(request, "fork-request.json")
+        body = scope_ids(
+            principal, await self.body(request, "fork-request.json"), ("target_session_id",), ("cut", "turn_id")
+        )
         outcome = await run_in_threadpool(self.services.fork.fork, principal, session_id, body, key)
         return JSONResponse(
             outcome.body,

@@ -8,7 +8,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
-from reference_impl.http.requests import path_id, writer_lease
+from reference_impl.http.requests import path_id, scope_ids, writer_lease
 
 
 class SessionsHandlers(Handlers):
@@ -25,7 +25,7 @@ class SessionsHandlers(Handlers):
 
     async def create_session(self, request: Request) -> Response:
         principal = self.principal(request)
-        body = await self.body(request, "session-create.json")
+        body = scope_ids(principal, await self.body(request, "session-create.json"), ("session_id",))
         result = await run_in_threadpool(self.services.sessions.create_session, principal, body)
         return JSONResponse(result, status_code=201)
 
@@ -38,7 +38,7 @@ class SessionsHandlers(Handlers):
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         lease = writer_lease(request)
-        body = await self.body(request, "turn-create.json")
+        body = scope_ids(principal, await self.body(request, "turn-create.json"), ("turn_id",))
         result = await run_in_threadpool(self.services.sessions.start_turn, principal, session_id, body, lease)
         return JSONResponse(result, status_code=201)
 

@@ -1,0 +1,58 @@
+"""Statements of deletion: soft deletion, the child count a fork and a purge meet on, and purge."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, func, update
+
+from reference_impl.store import tables as t
+from reference_impl.store.common import Statements
+
+
+class DeletionStatements(Statements):
+    def mark_deleted(self, session_id: str, now: str) -> bool:
+        """Delete softly; False when the session was deleted already."""
+        result = self.conn.execute(
+            update(t.sessions)
+            .where(t.sessions.c.session_id == session_id, t.sessions.c.deleted_at.is_(None))
+            .values(deleted_at=now)
+        )
+        return result.rowcount == 1
+
+    def claim_child_slot(self, session_id: str) -> bool:
+        """Count a new child in, unless the session is deleted: the fork's guard against a purge.
+
+        The update locks the session row, so a concurrent purge waits and then sees the child.
+        """
+        result = self.conn.execute(
+            update(t.sessions)
+            .where(t.sessions.c.session_id == session_id, t.sessions.c.deleted_at.is_(None))
+            .values(child_count=t.sessions.c.child_count + 1)
+        )
+        return result.rowcount == 1
+
+    def mark_purging(self, session_id: str, now: str) -> bool:
+        """Delete softly for good, if no child is counted; False when one is."""
+        result = self.conn.execute(
+            update(t.sessions)
+            .where(t.sessions.c.session_id == session_id, t.sessions.c.child_count == 0)
+            .values(deleted_at=func.coalesce(t.sessions.c.deleted_at, now))
+        )
+        return result.rowcount == 1
+
+    def delete_records_of(self, session_id: str) -> None:
+        self.records_conn.execute(delete(t.records).where(t.records.c.session_id == session_id))
+
+    def purge_session(self, session_id: str, parent_id: str | None) -> None:
+        """Remove the session's own rows (its records are gone already) and uncount it from its
+        parent; a second purge racing this one finds nothing left and uncounts nothing."""
+        for table in (t.attachments, t.session_grants, t.session_leases, t.turns, t.records):
+            self.conn.execute(delete(table).where(table.c.session_id == session_id))
+        self.conn.execute(delete(t.idempotency_keys).where(t.idempotency_keys.c.child_session_id == session_id))
+        self.conn.execute(delete(t.session_lineage).where(t.session_lineage.c.session_id == session_id))
+        removed = self.conn.execute(delete(t.sessions).where(t.sessions.c.session_id == session_id)).rowcount
+        if removed == 1 and parent_id is not None:
+            self.conn.execute(
+                update(t.sessions)
+                .where(t.sessions.c.session_id == parent_id)
+                .values(child_count=t.sessions.c.child_count - 1)
+            )
