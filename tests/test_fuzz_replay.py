@@ -17,8 +17,7 @@ from conformance.results import Outcome
 from conformance.runner import run
 from reference_impl.settings import Settings
 from tests.mutants import reference_app
-
-TOKENS = {"replay-alice": "alice", "replay-bob": "bob"}
+from tests.servers import PROJECTS, TOKENS
 SERVER_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -33,7 +32,7 @@ def recording(app: Any, seen: list[str]) -> Any:
 
 
 def requests_of(select: str, seed: int, tmp_path: Any, run_number: int) -> list[str]:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / f'replay-{run_number}.db'}", tokens=TOKENS)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / f'replay-{run_number}.db'}", tokens=TOKENS, projects=PROJECTS)
     seen: list[str] = []
     with serve_app(recording(reference_app(settings), seen)) as server:
         config = load(overrides={"target": server.url, "tokens": list(TOKENS), "select": [select], "seed": seed,

@@ -19,14 +19,13 @@ from conformance.results import Outcome, RunResult, Verdict
 from conformance.runner import run
 from reference_impl.settings import Settings
 from tests import variants
-
-TOKENS = {"variant-alice": "alice", "variant-bob": "bob"}
+from tests.servers import PROJECTS, TOKENS
 # Checks that have nothing to apply to on a server offering every optional capability.
 NOT_APPLICABLE_WITH_EVERY_CAPABILITY = {"capabilities.unadvertised_operations"}
 
 
 def run_variant(build: Callable[[Settings], Any], tmp_path: Any, seed: int = 5, **overrides: Any) -> RunResult:
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'variant.db'}", tokens=TOKENS)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'variant.db'}", tokens=TOKENS, projects=PROJECTS)
     with serve_app(build(settings)) as server:
         config = load(overrides={"target": server.url, "tokens": list(TOKENS), "seed": seed, "strict": True, **overrides},
                       environ={})
@@ -147,6 +146,6 @@ def test_every_variant_is_a_server(name: str, tmp_path: Any) -> None:
     """Each variant serves the capability document (a quick smoke test of the builders)."""
     import httpx
 
-    settings = Settings(database_url=f"sqlite:///{tmp_path / 'smoke.db'}", tokens=TOKENS)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'smoke.db'}", tokens=TOKENS, projects=PROJECTS)
     with serve_app(getattr(variants, name)(settings)) as server:
         assert httpx.get(f"{server.url}/capabilities").status_code == 200

@@ -157,7 +157,7 @@ def items_written_on_every_response(ctx: CheckContext) -> None:
     refused = [
         ctx.alice.get(f"/sessions/{ctx.new_id('missing')}"),
         ctx.alice.get("/no/such/route"),
-        ctx.alice.request("DELETE", f"/sessions/{sid}"),
+        ctx.alice.request("PATCH", f"/sessions/{sid}/transcript", json={}),
         ctx.anonymous.post("/sessions", json={}),
         ctx.alice.post("/sessions", json={"session_id": sid}),
         ctx.alice.post(f"/sessions/{sid}/turns", content=b"{", headers={"Content-Type": "application/json"}),
