@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.backend import Backend
+from benchmarks.chart import write_chart
 from benchmarks.config import FULL, QUICK
 from benchmarks.report import render, write
 from benchmarks.runner import run_all
@@ -49,8 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     markdown = render(results)
     md_path, json_path = write(results, markdown, args.output_dir)
+    png_path = write_chart(results, args.output_dir / "latest.png")
     print(markdown)
-    print(f"written: {md_path} and {json_path}", file=sys.stderr)
+    chart = f" and {png_path}" if png_path else " (no chart: pip install -e '.[bench]' for matplotlib and LangGraph)"
+    print(f"written: {md_path}, {json_path}{chart}", file=sys.stderr)
     return 0
 
 

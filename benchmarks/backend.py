@@ -32,6 +32,7 @@ class Database:
     engine: Engine
     store: Store
     services: Services
+    limits: Limits
 
     def size_bytes(self) -> int:
         """Bytes the data occupies: SQLite pages after a checkpoint, or PostgreSQL relations."""
@@ -109,7 +110,7 @@ def _open(kind: str, url: str, limits: Limits) -> Iterator[Database]:
         migrate(engine)
         meter.instrument(engine)
         store = Store(engine)
-        yield Database(kind, url, engine, store, build_services(store, Settings(limits=limits)))
+        yield Database(kind, url, engine, store, build_services(store, Settings(limits=limits)), limits)
     finally:
         engine.dispose()
 

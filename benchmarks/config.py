@@ -25,6 +25,8 @@ class Config:
     records_per_turn: int = 2
     record_content_bytes: int = 190
     repeats: int = 15
+    versus_turns: tuple[int, ...] = (100, 200)  # the whole scenario against LangGraph
+    versus_read_turns: tuple[int, ...] = (1_000,)  # the full read only (see benchmarks/versus.py)
     limits: Limits = field(default_factory=Limits)
 
     def as_json(self) -> dict[str, Any]:
@@ -32,6 +34,8 @@ class Config:
         data = asdict(self)
         data["fork_source_turns"] = list(self.fork_source_turns)
         data["transcript_depths"] = list(self.transcript_depths)
+        data["versus_turns"] = list(self.versus_turns)
+        data["versus_read_turns"] = list(self.versus_read_turns)
         return data
 
 
@@ -44,6 +48,8 @@ QUICK = Config(
     storage_parent_turns=30,
     storage_branches=3,
     repeats=7,
+    versus_turns=(20, 50),
+    versus_read_turns=(200,),
 )
 
 TINY = Config(
@@ -55,4 +61,6 @@ TINY = Config(
     storage_parent_turns=6,
     storage_branches=2,
     repeats=1,
+    versus_turns=(4,),
+    versus_read_turns=(6,),
 )

@@ -46,25 +46,44 @@ class LangGraphThread:
     is measured is the checkpointer, which is what stores, forks and reads the history.
     """
 
-    def __init__(self, path: str, content_bytes: int) -> None:
+    def __init__(self, where: str, content_bytes: int, engine: str = "sqlite") -> None:
+        """`where`: a SQLite file path, or with `engine="postgresql"` a database URL (the
+        checkpointer's tables are created there)."""
         from langchain_core.messages import AIMessage
-        from langgraph.checkpoint.sqlite import SqliteSaver
         from langgraph.graph import END, START, MessagesState, StateGraph
 
-        self.path = path
+        self.engine = engine
+        self.path = where
         self.content_bytes = content_bytes
-        self.conn = sqlite3.connect(path, check_same_thread=False)
         self.counter = Counter()
-        self.conn.set_trace_callback(self.counter)
+        if engine == "sqlite":
+            from langgraph.checkpoint.sqlite import SqliteSaver
+
+            self.conn: Any = sqlite3.connect(where, check_same_thread=False)
+            self.conn.set_trace_callback(self.counter)
+            saver: Any = SqliteSaver(self.conn)
+        else:
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+
+            self.conn = psycopg.connect(
+                where, autocommit=True, prepare_threshold=0, row_factory=dict_row, cursor_factory=_counting_cursor()
+            )
+            self.conn.lineage_counter = self.counter
+            saver = PostgresSaver(self.conn)
+            saver.setup()
+            self.counter.statements = 0
 
         def assistant(state: MessagesState) -> dict[str, Any]:
-            return {"messages": [AIMessage(content=_text("a", len(state["messages"]), content_bytes))]}
+            said = str(state["messages"][-1].content)  # "u<turn>:...": the reply carries the turn's number
+            return {"messages": [AIMessage(content=text("a", int(said[1 : said.index(":")]), content_bytes))]}
 
         graph = StateGraph(MessagesState)
         graph.add_node("assistant", assistant)
         graph.add_edge(START, "assistant")
         graph.add_edge("assistant", END)
-        self.graph = graph.compile(checkpointer=SqliteSaver(self.conn))
+        self.graph = graph.compile(checkpointer=saver)
         self.config: dict[str, Any] = {"configurable": {"thread_id": "bench"}}
 
     def close(self) -> None:
@@ -83,10 +102,22 @@ class LangGraphThread:
         from langchain_core.messages import HumanMessage
 
         state = self.graph.invoke(
-            {"messages": [HumanMessage(content=_text("u", number, self.content_bytes))]}, config or self.config
+            {"messages": [HumanMessage(content=text("u", number, self.content_bytes))]}, config or self.config
         )
         assert state["messages"]
         return self.graph.get_state(config or self.config).config
+
+    def load(self, turns: int) -> None:
+        """The thread of `turns` turns in one state update: a single checkpoint holding every
+        message, which is exactly what `read_all` loads (building it turn by turn writes a full
+        copy per checkpoint and takes minutes at 1,000 turns)."""
+        from langchain_core.messages import AIMessage, HumanMessage
+
+        messages: list[Any] = []
+        for number in range(turns):
+            messages.append(HumanMessage(content=text("u", number, self.content_bytes)))
+            messages.append(AIMessage(content=text("a", number, self.content_bytes)))
+        self.graph.update_state(self.config, {"messages": messages}, as_node="assistant")
 
     def find_turn(self, turns_before: int) -> dict[str, Any]:
         """The checkpoint just after `turns_before` completed turns, found the only way the API
@@ -103,13 +134,43 @@ class LangGraphThread:
         return [message.content for message in state.values["messages"]]
 
     def size_bytes(self) -> int:
+        if self.engine != "sqlite":
+            row = self.conn.execute(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) AS size FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            ).fetchone()
+            return int(row["size"])
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         pages = self.conn.execute("PRAGMA page_count").fetchone()[0]
         page_size = self.conn.execute("PRAGMA page_size").fetchone()[0]
         return int(pages * page_size) if pages else os.path.getsize(self.path)
 
 
-def _text(prefix: str, number: int, size: int) -> str:
+def _counting_cursor() -> type:
+    import psycopg
+
+    class CountingCursor(psycopg.Cursor):  # type: ignore[misc]
+        """Counts every statement the PostgreSQL checkpointer sends (an executemany sends one per row)."""
+
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            self._count(query, 1)
+            return super().execute(query, params, **kwargs)
+
+        def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> Any:
+            rows = list(params_seq)
+            self._count(query, len(rows))
+            return super().executemany(query, rows, **kwargs)
+
+        def _count(self, query: Any, times: int) -> None:
+            counter = getattr(self.connection, "lineage_counter", None)
+            if counter is not None:
+                for _ in range(times):
+                    counter(query if isinstance(query, str) else "statement")
+
+    return CountingCursor
+
+
+def text(prefix: str, number: int, size: int) -> str:
     """Message text of exactly `size` bytes, different for every turn."""
     head = f"{prefix}{number}:"
     return (head + "x" * size)[:size]

@@ -26,6 +26,7 @@ class Cost:
 
     statements: int = 0
     rows_written: int = 0
+    records_examined: int | None = None  # the reference's own count (diagnostics.records-examined)
     sql: list[str] = field(default_factory=list)
     parameters: list[Any] = field(default_factory=list)
 
@@ -66,6 +67,7 @@ def metered() -> Iterator[Cost]:
     finally:
         _active.reset(token)
         cost.statements = counter.statements
+        cost.records_examined = getattr(counter, "records_examined", None)
 
 
 def measure(operation: Callable[[], T]) -> tuple[T, Cost]:

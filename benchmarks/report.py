@@ -85,6 +85,10 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", "### 3. Page cost vs position", ""] + page_position(data["page_position"])
         lines += ["", "### 4. Storage", ""] + storage(data["storage"])
         lines += ["", "### 5. Finding a fork point by turn id", ""] + fork_point(data["fork_point"])
+        if "rows_per_page" in data:
+            lines += ["", "### 7. Records examined per page by depth", ""] + rows_per_page(data["rows_per_page"])
+        if "versus" in data:
+            lines += ["", "### 6. Against LangGraph (the real peer)", ""] + versus(data["versus"])
         lines += ["", f"Elapsed for this backend: {data['elapsed_seconds']:.1f} s."]
     return "\n".join(lines) + "\n"
 
@@ -237,6 +241,54 @@ def targets(data: dict[str, Any]) -> list[str]:
             f"{fork_statements} statements",
         ),
     ]
+    last_over_first = pages["last_over_first"]["cursor_seconds"]
+    checks.append(
+        (
+            "Last page / first page at most 1.5 (time)",
+            last_over_first is not None and last_over_first <= 1.5,
+            f"{times(last_over_first)}",
+        )
+    )
+    examined = data.get("rows_per_page")
+    if examined and examined["max_examined"] is not None:
+        bound = examined["page_size"] + 3
+        firsts = {row["depth"]: row["records_examined"] for row in examined["rows"] if row["position"] == "first"}
+        checks.append(
+            (
+                f"Records examined per page equal at depths 0 and {examined['depth']}, within the page size + 3",
+                examined["first_page_equal"] and examined["max_examined"] <= bound,
+                f"first page {firsts}; at most {examined['max_examined']} on any page (bound {bound})",
+            )
+        )
+    matches = data.get("versus", {})
+    if "rows" in matches:
+        largest = matches["rows"][-1]
+        pair_cost = largest["pair_statements"]
+        checks.append(
+            (
+                "A message pair takes at most 8 statements without an Idempotency-Key",
+                pair_cost["reference"] <= 8,
+                f"{pair_cost['reference']} (with a key: {pair_cost['reference_with_key']}; LangGraph: {pair_cost['langgraph']} per invoke)",
+            )
+        )
+        lookups = sorted({row["fork_point"]["reference"]["requests"] for row in matches["rows"]})
+        checks.append(
+            (
+                "Fork point lookup in one request",
+                lookups == [1],
+                f"requests {lookups}, statements {sorted({row['fork_point']['reference']['statements'] for row in matches['rows']})}",
+            )
+        )
+        for row in matches.get("reads", []) or matches["rows"][-1:]:
+            read = row["full_read"]
+            checks.append(
+                (
+                    f"A full read at {row['turns']:,} turns in-process at least as fast as LangGraph in-process",
+                    read["langgraph_over_reference"] is not None and read["langgraph_over_reference"] >= 1,
+                    f"LangGraph / reference {times(read['langgraph_over_reference'])} in-process; over HTTP "
+                    f"{times(read['langgraph_over_reference_http'])}",
+                )
+            )
     verdict = {True: "met", False: "**not met**", None: "see value"}
     rows = [[name, verdict[ok], evidence] for name, ok, evidence in checks]
     return table(["target", "result", "measured"], rows)
@@ -435,6 +487,80 @@ def fork_point(section: dict[str, Any]) -> list[str]:
         "iterator does."
     )
     return [intro, ""] + table(header, rows)
+
+
+def rows_per_page(section: dict[str, Any]) -> list[str]:
+    """Records examined per page, from the reference's own diagnostics count."""
+    intro = (
+        f"{section['records']:,} records in a root session and in a chain of depth {section['depth']} "
+        f"(each segment holds a page or more), pages of {section['page_size']}; the bound is the page "
+        "size + 3 (DIAG-RECORDS-PAGE-001)."
+    )
+    header = ["depth", "page", "records returned", "records examined", "statements", "time"]
+    rows = [
+        [str(row["depth"]), row["position"], str(row["records_returned"]),
+         "n/a" if row["records_examined"] is None else str(row["records_examined"]),
+         str(row["statements"]), seconds(row["seconds"])]
+        for row in section["rows"]
+    ]
+    return [intro, ""] + table(header, rows)
+
+
+def versus(section: dict[str, Any]) -> list[str]:
+    """The scenario against LangGraph: exact statements, bytes, and time ratios from one run."""
+    costs = ["Reference statements per step (exact; a message pair is one turn of two records written in one request):", ""]
+    costs += table(
+        ["turns", "message pair", "pair with Idempotency-Key", "its replay", "turn by position", "full read (export)", "records read"],
+        [
+            [f"{row['turns']:,}", "/".join(map(str, row["pair_statements"])), str(row["pair_with_key_statements"]),
+             str(row["pair_replay_statements"]), str(row["turn_at_statements"]), str(row["full_read_statements"]),
+             f"{row['full_read_records']:,}"]
+            for row in section.get("reference_costs", {}).get("rows", [])
+        ],
+    )
+    if "skipped" in section:
+        return costs + ["", f"LangGraph not run: {section['skipped']}."]
+    intro = (
+        f"LangGraph {section['langgraph']} with its {section.get('checkpointer', 'SQLite checkpointer')}, in-process, against the reference "
+        f"through its services (and over HTTP for the full read). Each turn is a user message and an "
+        f"assistant reply of {section['content_bytes_per_message']} bytes each; the reference writes it as one "
+        "request (`turn-write`), LangGraph as one `invoke`. Fork point: the turn after T/2 turns, found "
+        "without stored ids (reference: one request by position; LangGraph: walking the state history). "
+        "Ratios are LangGraph / reference: above 1x the reference is faster."
+    )
+    header = ["turns", "same transcript", "statements per message pair (ref / ref with key / LangGraph)",
+              "fork point statements (ref / LangGraph)", "fork point time LangGraph / ref",
+              "fork + one turn statements (ref / LangGraph)", "full read statements (ref / LangGraph)",
+              "full read time LangGraph / ref (in-process)", "full read time LangGraph / ref over HTTP",
+              "stored bytes (ref database / LangGraph)"]
+    rows = []
+    for row in section["rows"]:
+        pairs, point, read = row["pair_statements"], row["fork_point"], row["full_read"]
+        rows.append([
+            f"{row['turns']:,}", yes(row["same_transcript"]),
+            f"{pairs['reference']} / {pairs['reference_with_key']} / {pairs['langgraph']}",
+            pair(str(point["reference"]["statements"]), str(point["langgraph"]["statements"])),
+            times(point["langgraph_over_reference"]),
+            pair(str(row["fork_and_turn_statements"]["reference"]), str(row["fork_and_turn_statements"]["langgraph"])),
+            pair(str(read["reference"]["statements"]), str(read["langgraph"]["statements"])),
+            times(read["langgraph_over_reference"]), times(read["langgraph_over_reference_http"]),
+            pair(f"{row['storage_bytes']['reference']:,}", f"{row['storage_bytes']['langgraph']:,}"),
+        ])
+    for row in section.get("reads", []):
+        read = row["full_read"]
+        rows.append([
+            f"{row['turns']:,} (read only)", yes(row["same_transcript"]), "", "", "", "",
+            pair(str(read["reference"]["statements"]), str(read["langgraph"]["statements"])),
+            times(read["langgraph_over_reference"]), times(read["langgraph_over_reference_http"]), "",
+        ])
+    timing = []
+    for row in [*section["rows"], *section.get("reads", [])]:
+        read = row["full_read"]
+        timing.append(
+            f"{row['turns']:,} turns: reference {seconds(read['reference']['seconds'])} in-process, "
+            f"{seconds(read['reference']['http_seconds'])} over HTTP; LangGraph {seconds(read['langgraph']['seconds'])}"
+        )
+    return costs + ["", intro, ""] + table(header, rows) + ["", "Full read times (context): " + "; ".join(timing) + "."]
 
 
 def write(results: dict[str, Any], markdown: str, folder: Path) -> tuple[Path, Path]:

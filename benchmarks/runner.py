@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy
 
-from benchmarks import scenarios
+from benchmarks import scenarios, versus
 from benchmarks.backend import Backend, server_version
 from benchmarks.config import Config
 
@@ -58,8 +58,14 @@ def run_backend(backend: Backend, config: Config, progress: Progress = _quiet) -
     with backend.database(config.limits) as db:
         progress(f"[{backend.label}] 3. page cost vs position")
         results["page_position"] = scenarios.page_position(db, config)
+    with backend.database(config.limits) as db:
+        progress(f"[{backend.label}] 7. records examined per page, depth 0 and {max(config.transcript_depths)}")
+        results["rows_per_page"] = scenarios.rows_per_page(db, config)
     progress(f"[{backend.label}] 4. storage")
     results["storage"] = scenarios.storage(backend, config)
+    with backend.database(config.limits) as db:
+        progress(f"[{backend.label}] 6. against LangGraph, {list(config.versus_turns)} turns, full read at {list(config.versus_read_turns)}")
+        results["versus"] = versus.versus_langgraph(db, config)
     results["elapsed_seconds"] = time.perf_counter() - started
     return results
 

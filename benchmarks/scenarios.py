@@ -11,7 +11,7 @@ from sqlalchemy import text
 from benchmarks import seed
 from benchmarks.backend import PRINCIPAL, Backend, Database
 from benchmarks.config import Config
-from benchmarks.meter import Cost, measure, paired_median_seconds, ratio, replay_seconds
+from benchmarks.meter import Cost, measure, median_seconds, paired_median_seconds, ratio, replay_seconds
 from benchmarks.peers import (
     CopyOnForkPeer,
     HistoryScanFinder,
@@ -268,6 +268,42 @@ def page_position(db: Database, config: Config) -> dict[str, Any]:
                 last["offset_paging"]["statements"], first["offset_paging"]["statements"]
             ),
         },
+    }
+
+
+def rows_per_page(db: Database, config: Config) -> dict[str, Any]:
+    """Records examined per page (the reference's diagnostics count) at depth 0 and at the
+    deepest chain, same page size, same total: the first, a middle and the last page."""
+    depth = max(config.transcript_depths)
+    turns = max(1, config.page_size // config.records_per_turn)  # each segment holds one page or more
+    total_turns = turns * (depth + 1)
+    root = seed.new_session(db.services, "rows-root")
+    seed.add_turns(db.services, root, total_turns, config.records_per_turn, config.record_content_bytes)
+    deep = seed.chain(db.services, depth, turns, config.records_per_turn, config.record_content_bytes)[-1]
+    rows = []
+    for level, session_id in ((0, root), (depth, deep)):
+        cursors = _page_cursors(db, session_id, config.page_size)
+        for name, number in (("first", 0), ("middle", len(cursors) // 2), ("last", len(cursors) - 1)):
+            read = partial(db.services.transcript.transcript, PRINCIPAL, session_id, cursors[number], config.page_size)
+            page, cost = measure(read)
+            rows.append(
+                {
+                    "depth": level,
+                    "position": name,
+                    "records_returned": len(page.records),
+                    "records_examined": cost.records_examined,
+                    "statements": cost.statements,
+                    "seconds": median_seconds(read, config.repeats),
+                }
+            )
+    examined = [row["records_examined"] for row in rows if row["records_examined"] is not None]
+    return {
+        "page_size": config.page_size,
+        "records": total_turns * config.records_per_turn,
+        "depth": depth,
+        "rows": rows,
+        "max_examined": max(examined) if examined else None,
+        "first_page_equal": len({row["records_examined"] for row in rows if row["position"] == "first"}) == 1,
     }
 
 

@@ -89,6 +89,29 @@ def test_storage_copies_records_and_lineage_does_not(sqlite: dict[str, Any]) -> 
     assert section["same_transcripts"]
 
 
+def test_turn_write_turn_by_position_and_export_cost_the_same_at_every_length(sqlite: dict[str, Any]) -> None:
+    """A message pair is one request of at most 8 statements; a turn by position and the whole
+    transcript are one request each, with the same statements whatever the length."""
+    rows = sqlite["versus"]["reference_costs"]["rows"]
+    assert [row["turns"] for row in rows] == [*TINY.versus_turns, *TINY.versus_read_turns]
+    for row in rows:
+        assert max(row["pair_statements"]) <= 8, row
+        assert row["pair_replay_statements"] <= row["pair_with_key_statements"], row
+        assert row["full_read_records"] == 2 * (row["turns"] + 1)  # every pair, and the keyed one once
+    assert len({tuple(row["pair_statements"]) for row in rows}) == 1
+    assert len({row["turn_at_statements"] for row in rows}) == 1
+    assert len({row["full_read_statements"] for row in rows}) == 1
+
+
+def test_records_examined_per_page_stay_within_the_page_at_any_depth(sqlite: dict[str, Any]) -> None:
+    section = sqlite["rows_per_page"]
+    assert {row["depth"] for row in section["rows"]} == {0, max(TINY.transcript_depths)}
+    assert section["first_page_equal"], section["rows"]
+    for row in section["rows"]:
+        assert row["records_returned"] <= section["page_size"]
+        assert row["records_examined"] is not None and row["records_examined"] <= section["page_size"] + 3, row
+
+
 def test_report_and_json_carry_every_section(results: dict[str, Any]) -> None:
     markdown = render(results)
     for title in (
@@ -98,6 +121,9 @@ def test_report_and_json_carry_every_section(results: dict[str, Any]) -> None:
         "Storage",
         "fork point",
         "not measured here",
+        "Records examined per page",
+        "Against LangGraph",
+        "Reference statements per step",
     ):
         assert title in markdown
     decoded = json.loads(json.dumps(results))

@@ -1,0 +1,257 @@
+"""Comparison 6: the reference against the real peer, LangGraph on its own checkpointer.
+
+The scenario, the same on both sides: T turns, each a user message and an assistant reply
+(190 bytes of text each); find the point after turn T/2 without any stored id; fork there and
+add a turn; read the child's whole conversation. Statements are exact on both sides (the
+reference's own counter; SQLite's trace callback for the peer); times are medians of interleaved
+repeats, so drift on a shared machine hits both.
+
+The peer runs in-process, as agents embed it, on the same engine as the reference: its SQLite
+checkpointer beside the SQLite backend, its PostgreSQL checkpointer beside PostgreSQL. The reference runs in-process on the backend under
+test, driven through its chapter services exactly as its HTTP layer drives them, and its
+whole-transcript read is also timed over HTTP (the reference app served on a loopback port).
+
+Building a LangGraph thread turn by turn writes a full copy of the conversation into every
+checkpoint, so its cost grows with the square of the length (1.16 GB at 1,000 turns). The sizes in
+`Config.versus_turns` run the whole scenario; the read-only size `Config.versus_read_turns` builds
+the peer's thread in one state update (one checkpoint holding every message, which is what its read
+loads either way) and the reference's by one-request turn writes, and compares the full read only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks import langgraph_peer
+from benchmarks.backend import PRINCIPAL, Database
+from benchmarks.config import Config
+from benchmarks.meter import measure, paired_median_seconds, ratio
+
+CONTENT_BYTES = 190
+TOKEN = "bench-token"
+
+
+def _message(prefix: str, number: int) -> dict[str, Any]:
+    return {"type": "message", "content": {"text": langgraph_peer.text(prefix, number, CONTENT_BYTES)}}
+
+
+class Reference:
+    """The same conversation through the reference's services: one request per step."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.services = db.services
+
+    def new_session(self) -> str:
+        return str(self.services.sessions.create_session(PRINCIPAL, {"name": "versus"})["session_id"])
+
+    def pair(self, session_id: str, number: int, key: str | None = None) -> None:
+        """A user message and the assistant's reply: one turn written in one request."""
+        body = {"role": "user", "records": [_message("u", number), _message("a", number)], "status": "completed"}
+        self.services.turn_writes.start_turn(PRINCIPAL, session_id, body, None, key)
+
+    def turn_at(self, session_id: str, position: int) -> dict[str, Any]:
+        """The effective turn at `position` (1-based): one request."""
+        return self.services.turn_positions.turn_at(PRINCIPAL, session_id, position)
+
+    def fork_after(self, session_id: str, turn_id: str) -> str:
+        outcome = self.services.fork.fork(PRINCIPAL, session_id, {"cut": {"mode": "through", "turn_id": turn_id}}, None)
+        return str(outcome.body["session"]["session_id"])
+
+    def read_all(self, session_id: str) -> list[str]:
+        """The whole effective transcript in one request (the export)."""
+        document = self.services.export.export(PRINCIPAL, session_id)
+        return [record["content"]["text"] for record in document["records"]]
+
+
+@contextmanager
+def served(db: Database) -> Iterator[Callable[[str], list[str]]]:
+    """The reference app on the benchmark's database, served on a loopback port: a read over HTTP."""
+    from conformance.embedded import serve_app
+    from reference_impl.http import create_app
+    from reference_impl.settings import Settings
+
+    app = create_app(Settings(database_url=db.url, tokens={TOKEN: PRINCIPAL}, limits=db.limits))
+    with serve_app(app) as server, httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
+
+        def read(session_id: str) -> list[str]:
+            answer = client.get(f"/sessions/{session_id}/export")
+            answer.raise_for_status()
+            return [record["content"]["text"] for record in answer.json()["records"]]
+
+        yield read
+
+
+def reference_costs(reference: Reference, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """The reference's exact statement counts for each step, at every size: measured whether or
+    not LangGraph is installed, so the tests hold them."""
+    rows = []
+    for turns in sizes:
+        session_id = reference.new_session()
+        pair_statements = set()
+        for number in range(turns):
+            _, cost = measure(lambda n=number: reference.pair(session_id, n))
+            pair_statements.add(cost.statements)
+        _, keyed = measure(lambda: reference.pair(session_id, turns, key=f"costs-{turns}"))
+        _, replayed = measure(lambda: reference.pair(session_id, turns, key=f"costs-{turns}"))
+        found, lookup = measure(lambda: reference.turn_at(session_id, max(1, turns // 2)))
+        texts, read = measure(lambda: reference.read_all(session_id))
+        rows.append({
+            "turns": turns,
+            "pair_statements": sorted(pair_statements),
+            "pair_with_key_statements": keyed.statements,
+            "pair_replay_statements": replayed.statements,
+            "turn_at_statements": lookup.statements,
+            "full_read_statements": read.statements,
+            "full_read_records": len(texts),
+        })
+    return {"rows": rows}
+
+
+def versus_langgraph(db: Database, config: Config) -> dict[str, Any]:
+    """The reference's step costs, then the scenario at every size (or why it did not run)."""
+    reference = Reference(db)
+    costs = reference_costs(reference, (*config.versus_turns, *config.versus_read_turns))
+    version = langgraph_peer.available()
+    if version is None:
+        return {"reference_costs": costs, "skipped": "LangGraph is not installed: pip install -e '.[bench]'"}
+    rows = []
+    with served(db) as http_read:
+        for turns in config.versus_turns:
+            with tempfile.TemporaryDirectory(prefix="lineage-versus-") as folder:
+                rows.append(_scenario(reference, turns, Path(folder), config, http_read))
+        reads = []
+        for turns in config.versus_read_turns:
+            with tempfile.TemporaryDirectory(prefix="lineage-versus-") as folder:
+                reads.append(_read_only(reference, turns, Path(folder), config, http_read))
+    checkpointer = "SqliteSaver (a SQLite file)" if db.kind == "sqlite" else "PostgresSaver (a database on the same server)"
+    return {"reference_costs": costs, "langgraph": version, "checkpointer": checkpointer, "content_bytes_per_message": CONTENT_BYTES, "rows": rows, "reads": reads}
+
+
+def _scenario(reference: Reference, turns: int, folder: Path, config: Config, http_read: Callable[[str], list[str]]) -> dict[str, Any]:
+    with _peer(reference.db, folder) as peer:
+        session_id = reference.new_session()
+        pair_statements = []
+        build_started = time.perf_counter()
+        for number in range(turns):
+            _, cost = measure(lambda n=number: reference.pair(session_id, n))
+            pair_statements.append(cost.statements)
+        reference_build = time.perf_counter() - build_started
+        _, keyed = measure(lambda: reference.pair(reference.new_session(), 0, key=f"versus-{turns}"))
+        peer_statements = []
+        build_started = time.perf_counter()
+        for number in range(turns):
+            with peer.counted() as counted:
+                peer.turn(number)
+            peer_statements.append(counted.statements)
+        peer_build = time.perf_counter() - build_started
+
+        half = turns // 2
+        found, lookup = measure(lambda: reference.turn_at(session_id, half))
+        with peer.counted() as scan:
+            checkpoint = peer.find_turn(half)
+        lookup_seconds, scan_seconds = paired_median_seconds(
+            lambda: reference.turn_at(session_id, half), lambda: peer.find_turn(half), min(config.repeats, 3)
+        )
+        child, fork_cost = measure(lambda: reference.fork_after(session_id, found["turn"]["turn_id"]))
+        _, child_pair = measure(lambda: reference.pair(child, turns))
+        with peer.counted() as peer_fork:
+            branch = peer.turn(turns, checkpoint)
+
+        texts, read_cost = measure(lambda: reference.read_all(child))
+        with peer.counted() as peer_read:
+            messages = peer.read_all(branch)
+        read_seconds, peer_read_seconds = paired_median_seconds(
+            lambda: reference.read_all(child), lambda: peer.read_all(branch), config.repeats
+        )
+        http_seconds = statistics.median(_timed(lambda: http_read(child), config.repeats))
+        return {
+            "turns": turns,
+            "same_transcript": texts == messages and http_read(child) == messages,
+            "messages_read": len(messages),
+            "build_seconds": {"reference": reference_build, "langgraph": peer_build},
+            "pair_statements": {
+                "reference": max(pair_statements),
+                "reference_with_key": keyed.statements,
+                "langgraph": max(peer_statements),
+            },
+            "fork_point": {
+                "reference": {"requests": 1, "statements": lookup.statements, "seconds": lookup_seconds},
+                "langgraph": {"statements": scan.statements, "seconds": scan_seconds},
+                "langgraph_over_reference": ratio(scan_seconds, lookup_seconds),
+            },
+            "fork_and_turn_statements": {
+                "reference": fork_cost.statements + child_pair.statements,
+                "langgraph": peer_fork.statements,
+            },
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds),
+            "storage_bytes": {"reference": reference.db.size_bytes(), "langgraph": peer.size_bytes()},
+        }
+
+
+def _read_only(reference: Reference, turns: int, folder: Path, config: Config, http_read: Callable[[str], list[str]]) -> dict[str, Any]:
+    with _peer(reference.db, folder) as peer:
+        session_id = reference.new_session()
+        for number in range(turns):
+            reference.pair(session_id, number)
+        peer.load(turns)
+        texts, read_cost = measure(lambda: reference.read_all(session_id))
+        with peer.counted() as peer_read:
+            messages = peer.read_all()
+        read_seconds, peer_read_seconds = paired_median_seconds(
+            lambda: reference.read_all(session_id), lambda: peer.read_all(), config.repeats
+        )
+        http_seconds = statistics.median(_timed(lambda: http_read(session_id), config.repeats))
+        return {
+            "turns": turns,
+            "same_transcript": texts == messages,
+            "messages_read": len(messages),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds),
+        }
+
+
+@contextmanager
+def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread]:
+    """LangGraph on the same engine as the reference: its SQLite checkpointer in a file, or its
+    PostgreSQL checkpointer in a database of its own on the same server."""
+    if db.kind == "sqlite":
+        peer = langgraph_peer.LangGraphThread(str(folder / "langgraph.db"), CONTENT_BYTES)
+        try:
+            yield peer
+        finally:
+            peer.close()
+        return
+    from benchmarks.backend import _postgres_database
+
+    with _postgres_database(db.url) as url:
+        peer = langgraph_peer.LangGraphThread(url, CONTENT_BYTES, engine="postgresql")
+        try:
+            yield peer
+        finally:
+            peer.close()
+
+
+def _read_row(statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float) -> dict[str, Any]:
+    return {
+        "reference": {"requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds},
+        "langgraph": {"statements": peer_statements, "seconds": peer_seconds},
+        "langgraph_over_reference": ratio(peer_seconds, seconds),
+        "langgraph_over_reference_http": ratio(peer_seconds, http_seconds),
+    }
+
+
+def _timed(operation: Callable[[], Any], repeats: int) -> list[float]:
+    samples = []
+    for _ in range(max(repeats, 1)):
+        started = time.perf_counter()
+        operation()
+        samples.append(time.perf_counter() - started)
+    return samples
