@@ -142,18 +142,21 @@ turn_inputs = Table(
     Index("ix_turn_inputs_session", "session_id"),
 )
 
-# Legacy imports (capability `legacy-import`): one row per (principal, file fingerprint).
+# Legacy imports (capability `legacy-import`): one row per (principal, legacy session id). The
+# row is claimed while an upload works on it; `bytes_done`/`lines_done` say where a re-upload
+# continues; `state` holds the progress details (JSON).
 legacy_imports = Table(
     "legacy_imports",
     metadata,
     Column("principal", String(256), primary_key=True),
-    Column("fingerprint", String(96), primary_key=True),
-    Column("session_id", ID, nullable=False),
-    Column("parent_fingerprint", String(96)),
-    Column("lines_done", Integer, nullable=False),
-    Column("bytes_done", Integer, nullable=False),
+    Column("legacy_id", String(256), primary_key=True),
+    Column("session_id", ID),
     Column("status", String(16), nullable=False),
-    Column("report", Text, nullable=False),
+    Column("fingerprint", String(96)),
+    Column("bytes_done", Integer, nullable=False),
+    Column("lines_done", Integer, nullable=False),
+    Column("claimed_until", String(40)),
+    Column("state", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
     Column("updated_at", String(40), nullable=False),
 )

@@ -33,17 +33,18 @@ def upgrade() -> None:
     )
     op.create_index("uq_turn_inputs_turn_index", "turn_inputs", ["turn_id", "input_index"], unique=True)
     op.create_index("ix_turn_inputs_session", "turn_inputs", ["session_id"])
-    # Imports of legacy histories (capability legacy-import): one row per imported file.
+    # Imports of legacy histories (capability legacy-import): one row per (principal, legacy id).
     op.create_table(
         "legacy_imports",
         sa.Column("principal", sa.String(256), primary_key=True),
-        sa.Column("fingerprint", sa.String(96), primary_key=True),
-        sa.Column("session_id", WIDE_ID, nullable=False),
-        sa.Column("parent_fingerprint", sa.String(96)),
-        sa.Column("lines_done", sa.Integer, nullable=False),
-        sa.Column("bytes_done", sa.Integer, nullable=False),
+        sa.Column("legacy_id", sa.String(256), primary_key=True),
+        sa.Column("session_id", WIDE_ID),
         sa.Column("status", sa.String(16), nullable=False),
-        sa.Column("report", sa.Text, nullable=False),
+        sa.Column("fingerprint", sa.String(96)),
+        sa.Column("bytes_done", sa.Integer, nullable=False),
+        sa.Column("lines_done", sa.Integer, nullable=False),
+        sa.Column("claimed_until", sa.String(40)),
+        sa.Column("state", sa.Text, nullable=False),
         sa.Column("created_at", sa.String(40), nullable=False),
         sa.Column("updated_at", sa.String(40), nullable=False),
     )
