@@ -21,6 +21,7 @@ from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
@@ -38,6 +39,7 @@ PARTS: dict[str, type] = {
     "deletion": DeletionService,
     "attachments": AttachmentsService,
     "context": ContextService,
+    "suspend": SuspendService,
 }
 
 
@@ -54,9 +56,10 @@ class Services:
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
     context: ContextService | None = None  # None without `model-context`
+    suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context, self.suspend]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -80,7 +83,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context", "suspend")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

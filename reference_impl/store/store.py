@@ -17,6 +17,7 @@ from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
+from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
 
 __all__ = ["Store", "Transaction", "IntegrityError", "StorageError"]
@@ -32,6 +33,7 @@ class Transaction(
     AttachmentStatements,
     DeletionStatements,
     ContextStatements,
+    SuspendStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 
