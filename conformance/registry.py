@@ -20,6 +20,7 @@ CHECK_MODULES = (
     "diagnostics",
     "authorization",
     "errors",
+    "rollout",
     "vectors",
     "stateful",
     "fuzz",
