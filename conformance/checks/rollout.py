@@ -120,6 +120,19 @@ def replay_history_exactly_once(ctx: CheckContext) -> None:
         contents.count((preceding[0]["type"], preceding[0]["content"])) == 1,
         "the inherited context appears more than once (the replay history was stored as new records)",
     )
+    if ctx.has("model-context"):  # the bounded model context: what the model is given for the next turn
+        response = ctx.alice.get(f"/sessions/{session}/context")
+        ctx.expect_status(response, 200, None, "CONTEXT-READ-001")
+        context = response.json()
+        in_context = [r["record_id"] for t in context["turns"] for r in t["records"]]
+        twice = sorted({rid for rid in in_context if in_context.count(rid) > 1})
+        ctx.expect(not twice, f"the model context holds records twice: {twice[:3]}")
+        if not context.get("omitted_turns"):
+            ctx.expect(
+                in_context == expected,
+                f"the model context holds {len(in_context)} records, expected the {len(preceding)} inherited ones "
+                f"exactly once then the turn's own {len(own)}",
+            )
 
 
 @check("REPLAY-CONFLICT-001", title="Replay history that contradicts the lineage: 409 replay-history-mismatch", needs=("replay-history",))

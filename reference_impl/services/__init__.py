@@ -14,6 +14,7 @@ from reference_impl.services.access import Access
 from reference_impl.services.attachments import AttachmentsService
 from reference_impl.services.capabilities import CapabilitiesService
 from reference_impl.services.common import ChapterService
+from reference_impl.services.context import ContextService
 from reference_impl.services.deletion import DeletionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
@@ -45,6 +46,7 @@ PARTS: dict[str, type] = {
     "attachments": AttachmentsService,
     "replay": ReplayService,
     "rewind": RewindService,
+    "context": ContextService,
 }
 
 
@@ -62,11 +64,12 @@ class Services:
     attachments: AttachmentsService | None = None  # None without `attachments`
     replay: ReplayService | None = None  # None without `replay-history`
     rewind: RewindService | None = None  # None without `rewind`
+    context: ContextService | None = None  # None without `model-context`
 
     def chapters(self) -> list[ChapterService]:
         found = [
             self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-            self.attachments, self.replay, self.rewind,
+            self.attachments, self.replay, self.rewind, self.context,
         ]
         return [chapter for chapter in found if chapter is not None]
 
@@ -93,7 +96,10 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "replay", "rewind")
+    names = (
+        "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "replay", "rewind",
+        "context",
+    )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
