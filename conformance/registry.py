@@ -20,6 +20,7 @@ CHECK_MODULES = (
     "diagnostics",
     "authorization",
     "context",
+    "suspend",
     "errors",
     "rollout",
     "vectors",

@@ -127,3 +127,9 @@ class CapabilityMissing(DomainError):
     def __init__(self, detail: str, missing: list[str]) -> None:
         super().__init__(detail)
         self.members = {"missing_capabilities": list(missing)}
+
+
+class TurnNotSuspended(DomainError):
+    """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
+
+    kind = "turn-not-suspended"

@@ -23,6 +23,7 @@ from reference_impl.services.listing import ListingService
 from reference_impl.services.rewind import RewindService
 from reference_impl.services.rollout import ReplayService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
@@ -47,6 +48,7 @@ PARTS: dict[str, type] = {
     "replay": ReplayService,
     "rewind": RewindService,
     "context": ContextService,
+    "suspend": SuspendService,
 }
 
 
@@ -65,11 +67,12 @@ class Services:
     replay: ReplayService | None = None  # None without `replay-history`
     rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
+    suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
         found = [
             self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-            self.attachments, self.replay, self.rewind, self.context,
+            self.attachments, self.replay, self.rewind, self.context, self.suspend,
         ]
         return [chapter for chapter in found if chapter is not None]
 
@@ -98,7 +101,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
 
     names = (
         "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "replay", "rewind",
-        "context",
+        "context", "suspend",
     )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]

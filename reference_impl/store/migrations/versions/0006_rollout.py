@@ -1,14 +1,14 @@
 """Rollout: the pending rewind action of a child created by a rewind.
 
 Revision ID: 0006_rollout
-Revises: 0003_authz
+Revises: 0005_history_b
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_rollout"
-down_revision = "0003_authz"
+down_revision = "0005_history_b"
 branch_labels = None
 depends_on = None
 
