@@ -101,7 +101,8 @@ def _compiled_for_ref(ref: str) -> Any:
     import jsonschema_rs
 
     def retrieve(uri: str) -> Any:
-        return jsonlib.loads((spec.SCHEMAS_DIR / uri.rsplit("/", 1)[-1].split("#", 1)[0]).read_text(encoding="utf-8"))
+        # Responses are read as open (VERSION-OPEN-RESPONSE-001), by both validators.
+        return open_schema(jsonlib.loads((spec.SCHEMAS_DIR / uri.rsplit("/", 1)[-1].split("#", 1)[0]).read_text(encoding="utf-8")))
 
     return jsonschema_rs.validator_for({"$ref": (spec.SPEC_DIR / ref).as_uri()}, retriever=retrieve, validate_formats=True)
 

@@ -229,3 +229,34 @@ def test_a_server_without_replay_history_refuses_the_field_as_unknown(tmp_path: 
         response = client.http.post(f"/sessions/{source}/fork", headers={"Authorization": "Bearer ro-alice"},
                                     json={"cut": {"mode": "latest"}, "rewind": {"mode": "rerun"}})
         assert response.status_code == 422 and "rewind" in response.json()["detail"]
+
+
+def test_every_response_schema_is_open() -> None:
+    """VERSION-OPEN-RESPONSE-001: no schema a response uses forbids members (request schemas stay closed)."""
+    refs = set()
+    for item in spec.openapi()["paths"].values():
+        for method, operation in item.items():
+            if method == "parameters":
+                continue
+            for response in operation["responses"].values():
+                for media in response.get("content", {}).values():
+                    if "$ref" in media.get("schema", {}):
+                        refs.add(media["schema"]["$ref"].rsplit("/", 1)[-1])
+
+    def closed(node: Any) -> bool:
+        if isinstance(node, dict):
+            return node.get("additionalProperties") is False or any(closed(v) for v in node.values())
+        return isinstance(node, list) and any(closed(v) for v in node)
+
+    seen: set[str] = set()
+    pending = list(refs)
+    while pending:  # follow references to other files
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        data = json.loads((spec.SCHEMAS_DIR / name).read_text(encoding="utf-8"))
+        assert not closed(data), f"response schema {name} says additionalProperties: false"
+        text = json.dumps(data)
+        pending += [ref.split("#")[0] for ref in __import__("re").findall(r'"\$ref": "([a-z-]+\.json)', text)]
+    assert "turn.json" in seen and "record.json" in seen
