@@ -22,6 +22,7 @@ CHECK_MODULES = (
     "context",
     "suspend",
     "errors",
+    "rollout",
     "vectors",
     "stateful",
     "fuzz",
