@@ -118,6 +118,9 @@ def reference_costs(reference: Reference, sizes: tuple[int, ...]) -> dict[str, A
 
 def versus_langgraph(db: Database, config: Config) -> dict[str, Any]:
     """The reference's step costs, then the scenario at every size (or why it did not run)."""
+    missing = [name for name in ("turn_writes", "export", "turn_positions") if getattr(db.services, name, None) is None]
+    if missing:
+        return {"skipped": f"the reference runs without {', '.join(missing)} (turn-write, transcript-export, turn-by-position)"}
     reference = Reference(db)
     costs = reference_costs(reference, (*config.versus_turns, *config.versus_read_turns))
     version = langgraph_peer.available()
