@@ -21,6 +21,7 @@ from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.transcript import TranscriptService
+from reference_impl.services.turn_writes import TurnWritesService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
 
@@ -36,6 +37,7 @@ PARTS: dict[str, type] = {
     "listing": ListingService,
     "deletion": DeletionService,
     "attachments": AttachmentsService,
+    "turn_writes": TurnWritesService,
 }
 
 
@@ -51,9 +53,10 @@ class Services:
     listing: ListingService | None = None
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
+    turn_writes: TurnWritesService | None = None  # None without `idempotent-turns` or `turn-write`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.turn_writes]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -77,7 +80,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

@@ -17,6 +17,7 @@ from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.transcript import TranscriptStatements
+from reference_impl.store.turn_writes import TurnWriteStatements
 
 __all__ = ["Store", "Transaction", "IntegrityError", "StorageError"]
 
@@ -30,6 +31,7 @@ class Transaction(
     ListingStatements,
     AttachmentStatements,
     DeletionStatements,
+    TurnWriteStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 
