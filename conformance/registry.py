@@ -20,6 +20,7 @@ CHECK_MODULES = (
     "diagnostics",
     "authorization",
     "turn_writes",
+    "context",
     "errors",
     "vectors",
     "stateful",
