@@ -21,6 +21,7 @@ CHECK_MODULES = (
     "authorization",
     "turn_writes",
     "context",
+    "suspend",
     "errors",
     "vectors",
     "stateful",

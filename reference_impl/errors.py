@@ -111,3 +111,9 @@ class AttachmentExists(DomainError):
 
 class AttachmentInherited(DomainError):
     kind = "attachment-inherited"
+
+
+class TurnNotSuspended(DomainError):
+    """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
+
+    kind = "turn-not-suspended"

@@ -21,6 +21,7 @@ from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
 from reference_impl.settings import Settings
@@ -40,6 +41,7 @@ PARTS: dict[str, type] = {
     "attachments": AttachmentsService,
     "turn_writes": TurnWritesService,
     "context": ContextService,
+    "suspend": SuspendService,
 }
 
 
@@ -57,9 +59,11 @@ class Services:
     attachments: AttachmentsService | None = None  # None without `attachments`
     turn_writes: TurnWritesService | None = None  # None without `idempotent-turns` or `turn-write`
     context: ContextService | None = None  # None without `model-context`
+    suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.turn_writes, self.context]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
+                 self.attachments, self.turn_writes, self.context, self.suspend]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -83,7 +87,8 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes", "context")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
+             "context", "suspend")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

@@ -17,6 +17,7 @@ from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
+from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
 from reference_impl.store.turn_writes import TurnWriteStatements
 
@@ -34,6 +35,7 @@ class Transaction(
     DeletionStatements,
     TurnWriteStatements,
     ContextStatements,
+    SuspendStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 
