@@ -23,6 +23,7 @@ CHECK_MODULES = (
     "context",
     "suspend",
     "errors",
+    "rollout",
     "vectors",
     "stateful",
     "fuzz",

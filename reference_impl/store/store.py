@@ -16,6 +16,7 @@ from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
+from reference_impl.store.rollout import RolloutStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
@@ -34,6 +35,7 @@ class Transaction(
     AttachmentStatements,
     DeletionStatements,
     TurnWriteStatements,
+    RolloutStatements,
     ContextStatements,
     SuspendStatements,
 ):
