@@ -21,6 +21,7 @@ CHECK_MODULES = (
     "authorization",
     "context",
     "suspend",
+    "legacy_import",
     "errors",
     "vectors",
     "stateful",

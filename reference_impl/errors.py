@@ -117,3 +117,27 @@ class TurnNotSuspended(DomainError):
     """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
 
     kind = "turn-not-suspended"
+
+
+class ImportInProgress(DomainError):
+    """Another upload is importing the same legacy history (capability `legacy-import`)."""
+
+    kind = "import-in-progress"
+
+
+class InvalidLegacyHistory(DomainError):
+    """The upload does not start with a legacy session_meta line."""
+
+    kind = "invalid-legacy-history"
+
+
+class LegacyConflict(DomainError):
+    """The upload differs from what was imported before under the same legacy id."""
+
+    kind = "legacy-conflict"
+
+
+class LegacyParentMissing(DomainError):
+    """The history names a fork parent the caller has not imported."""
+
+    kind = "legacy-parent-missing"

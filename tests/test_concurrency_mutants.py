@@ -29,6 +29,7 @@ CONCURRENCY_MUTANTS = {
     "turn_slot_checked_then_taken": ("sessions.concurrent_turn_starts", "SESS-TURN-SINGLE-001"),
     "turn_finished_twice": ("sessions.concurrent_finishes", "SESS-TURN-FINISH-001"),
     "recover_checked_then_resumed": ("suspend.concurrent_recovers", "SUSPEND-RECOVER-CONCURRENT-001"),
+    "import_claim_checked_then_taken": ("legacy_import.concurrent_imports", "IMPORT-CONCURRENT-001"),
 }
 counts: dict[str, int] = {}
 

@@ -18,6 +18,7 @@ from reference_impl.services.context import ContextService
 from reference_impl.services.deletion import DeletionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
+from reference_impl.services.legacy_import import ImportService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
@@ -40,6 +41,7 @@ PARTS: dict[str, type] = {
     "attachments": AttachmentsService,
     "context": ContextService,
     "suspend": SuspendService,
+    "legacy_import": ImportService,
 }
 
 
@@ -57,9 +59,10 @@ class Services:
     attachments: AttachmentsService | None = None  # None without `attachments`
     context: ContextService | None = None  # None without `model-context`
     suspend: SuspendService | None = None  # None without `suspend`
+    legacy_import: ImportService | None = None  # None without `legacy-import`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context, self.suspend]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context, self.suspend, self.legacy_import]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -83,7 +86,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context", "suspend")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context", "suspend", "legacy_import")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

@@ -14,6 +14,7 @@ from reference_impl.store.context import ContextStatements
 from reference_impl.store.deletion import DeletionStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
+from reference_impl.store.legacy_import import LegacyImportStatements
 from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
@@ -34,6 +35,7 @@ class Transaction(
     DeletionStatements,
     ContextStatements,
     SuspendStatements,
+    LegacyImportStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

@@ -6,6 +6,7 @@ from reference_impl.http.routes.context import ContextHandlers
 from reference_impl.http.routes.deletion import DeletionHandlers
 from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
+from reference_impl.http.routes.legacy_import import ImportHandlers
 from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
@@ -24,6 +25,7 @@ CHAPTERS = (
     AttachmentsHandlers,
     ContextHandlers,
     SuspendHandlers,
+    ImportHandlers,
 )
 
 __all__ = ["CHAPTERS"]
