@@ -110,9 +110,17 @@ def test_a_broken_upload_keeps_its_batches_and_the_next_one_resumes(tmp_path) ->
     cut = sum(len(line) for line in lines[:12])  # lines 1-12: turns 0-2 and turn 3's first line
     sent = threading.Event()
 
+    db = make_engine(settings.database_url)
+
     def broken() -> Iterator[bytes]:
         yield data[:cut]
         sent.set()
+        for _ in range(200):  # until the server has committed what it read (turns 0 to 2)
+            with db.connect() as conn:
+                done = conn.exec_driver_sql("SELECT bytes_done FROM legacy_imports").scalar()
+            if done:
+                break
+            threading.Event().wait(0.05)
         raise ConnectionAbortedError("cable pulled")
 
     with serve_app(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as http:
