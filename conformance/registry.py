@@ -23,6 +23,7 @@ CHECK_MODULES = (
     "suspend",
     "legacy_import",
     "errors",
+    "rollout",
     "vectors",
     "stateful",
     "fuzz",
