@@ -115,7 +115,10 @@ def expect_outcome(ctx: CheckContext, name: str, response: Response, expected: d
     ctx.expect_status(response, (200, 201), None, *reqs)
     body = response.json()
     ctx.expect(response.status == expected["status"], f"vector {name}: answered {response.status}, expected {expected['status']}", *reqs)
-    got_skipped = body.get("skipped")
+    got_skipped = [
+        {"line": item.get("line"), "reason": item.get("reason")} if isinstance(item, dict) else item
+        for item in body.get("skipped") or []
+    ]  # members a later minor version may add are not compared
     ctx.expect(
         got_skipped == expected["skipped"],
         f"vector {name}: skipped {got_skipped}, expected {expected['skipped']}",
