@@ -34,14 +34,6 @@ class ModelSession:
     def running(self) -> ModelTurn | None:
         return next((turn for turn in self.own if turn.status == "running"), None)
 
-    @property
-    def suspended(self) -> ModelTurn | None:
-        """The turn suspended (capability `suspend`): unfinished, but taking no records."""
-        return next((turn for turn in self.own if turn.status == "suspended"), None)
-
-
-UNFINISHED = ("running", "suspended")  # forks treat both alike (FORK-INCOMPLETE-001, SUSPEND-FORK-001)
-
 
 class LineageModel:
     """Sessions, turns and forks as plain lists; a fork freezes a prefix of turn objects.
@@ -76,14 +68,14 @@ class LineageModel:
         """The inherited turns for a cut, or the problem kind the server must answer."""
         turns = self.sessions[source_id].effective_turns
         if cut["mode"] == "latest":
-            finished = [turn for turn in turns if turn.status not in UNFINISHED]
+            finished = [turn for turn in turns if turn.status != "running"]
             return finished
         ids = [turn.turn_id for turn in turns]
         if cut["turn_id"] not in ids:
             return "unknown-turn"
         position = ids.index(cut["turn_id"])
         if cut["mode"] == "through":
-            if turns[position].status in UNFINISHED:
+            if turns[position].status == "running":
                 return "turn-incomplete"
             return turns[: position + 1]
         return turns[:position]

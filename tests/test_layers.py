@@ -92,20 +92,3 @@ def test_vector_checks_alone_catch_leaking_cutoffs(tmp_path) -> None:
     """The JSON vectors of fixtures/lineage are checks too: a leaking cutoff fails them."""
     app = MUTANTS["cutoff_ignored"].build(settings(tmp_path))
     assert {"XS-EFFECTIVE-001", "FORK-SNAPSHOT-001"} & failed_requirements(app, "vectors")
-
-
-def test_state_machine_alone_catches_forks_through_suspended_turns(tmp_path) -> None:
-    """Suspend and recover are part of the programs: a server whose forks treat a suspended turn
-    as finished inherits it, which the model does not."""
-    app = MUTANTS["fork_through_suspended_turn"].build(settings(tmp_path))
-    assert "SUSPEND-FORK-001" in failed_requirements(app, "stateful")
-
-
-def test_state_machine_alone_catches_suspended_turns_that_free_the_session(tmp_path) -> None:
-    app = MUTANTS["suspended_turn_frees_slot"].build(settings(tmp_path))
-    assert "SUSPEND-UNFINISHED-001" in failed_requirements(app, "stateful")
-
-
-def test_state_machine_alone_catches_suspensions_that_write_records(tmp_path) -> None:
-    app = MUTANTS["suspend_writes_terminal_record"].build(settings(tmp_path))
-    assert failed_requirements(app, "stateful") & {"SUSPEND-NO-TERMINAL-001", "XS-EFFECTIVE-001"}

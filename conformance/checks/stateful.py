@@ -1,8 +1,7 @@
 """Stateful property checks: random programs of writes and forks against an independent model.
 
 A Hypothesis state machine creates sessions, runs turns, forks with every cut mode (including
-cuts that must be refused), suspends, recovers and abandons turns (capability `suspend`: a
-suspended turn holds its session and forks treat it as incomplete) and reads transcripts; after every step each transcript must equal the
+cuts that must be refused) and reads transcripts; after every step each transcript must equal the
 one `conformance.model.LineageModel` computes. On a target that advertises `sharing`, two
 principals also grant each other access, revoke it, delete sessions and fork each other's
 sessions, and every read by either principal must answer what the model says (200 and the
@@ -51,7 +50,6 @@ REFUSAL_RULE = {
 def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
     max_depth = ctx.limits["max_lineage_depth"]
     sharing = ctx.has("sharing")
-    suspend = ctx.has("suspend")
     clients = {"alice": ctx.alice, "bob": ctx.bob}
     principals = ("alice", "bob") if sharing else ("alice",)
 
@@ -86,17 +84,6 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                 ctx.expect_status(response, 404, "not-found", "DEL-SOFT-001")
                 return
             running = self.model.sessions[sid].running
-            held = self.model.sessions[sid].suspended
-            if held is not None:  # a suspended turn holds the session: nothing starts, nothing appends
-                response = owner.post(f"/sessions/{sid}/turns", json={"role": role})
-                ctx.expect_status(response, 409, "turn-in-progress", "SUSPEND-UNFINISHED-001")
-                if records:
-                    response = owner.post(
-                        f"/sessions/{sid}/turns/{held.turn_id}/records",
-                        json={"records": [{"type": "message", "content": {"n": 1}}]},
-                    )
-                    ctx.expect_status(response, 409, "turn-not-running", "SUSPEND-UNFINISHED-001")
-                return
             if running is None:
                 turn = ctx.start_turn(sid, role, client=owner)
                 running = self.model.start_turn(sid, turn["turn_id"], role)
@@ -171,68 +158,6 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                 ]
                 pool = others or [ctx.new_id("no-such-turn")]
             return pool[pick % len(pool)]
-
-        if suspend:
-
-            @rule(sid=sessions, records=st.integers(0, 2))
-            def suspend_turn(self, sid: str, records: int) -> None:
-                """Suspend the session's running turn (starting one when none runs): no record is
-                written and every transcript stays as it was. A suspended turn suspended again
-                answers 409 `turn-not-running`."""
-                session = self.model.sessions[sid]
-                if session.deleted:
-                    return
-                owner = self._owner(sid)
-                held = session.suspended
-                if held is not None:
-                    response = owner.post(f"/sessions/{sid}/turns/{held.turn_id}/suspend")
-                    ctx.expect_status(response, 409, "turn-not-running", "SUSPEND-001")
-                    return
-                running = session.running
-                if running is None:
-                    turn = ctx.start_turn(sid, "assistant", client=owner)
-                    running = self.model.start_turn(sid, turn["turn_id"], "assistant")
-                if records:
-                    self.model.append(sid, running.turn_id, ctx.append(sid, running.turn_id, records, client=owner))
-                response = owner.post(f"/sessions/{sid}/turns/{running.turn_id}/suspend")
-                ctx.expect_status(response, 200, None, "SUSPEND-001")
-                running.status = "suspended"
-                got = ctx.keys(ctx.walk(sid, client=owner))
-                expected = ctx.keys(self.model.transcript(sid))
-                ctx.expect(got == expected, f"after suspending a turn of {sid}: {got}, the model says {expected}", "SUSPEND-NO-TERMINAL-001")
-                started = owner.post(f"/sessions/{sid}/turns", json={"role": "user"})
-                ctx.expect_status(started, 409, "turn-in-progress", "SUSPEND-UNFINISHED-001")
-                through = ctx.fork(sid, {"mode": "through", "turn_id": running.turn_id}, client=owner)
-                if session.depth + 1 <= max_depth:
-                    ctx.expect_status(through, 409, "turn-incomplete", "SUSPEND-FORK-001")
-                for descendant in self._descendants(sid):
-                    self._compare(descendant, None, self.model.sessions[descendant].owner)
-
-            @rule(sid=sessions, abandon=st.booleans())
-            def recover_turn(self, sid: str, abandon: bool) -> None:
-                """Recover the suspended turn (it runs again under its id), or abandon it (it is
-                finished); any other turn answers 409 `turn-not-suspended`."""
-                session = self.model.sessions[sid]
-                if session.deleted or not session.own:
-                    return
-                owner = self._owner(sid)
-                held = session.suspended
-                target = held or session.own[-1]
-                action = "abandon" if abandon else "recover"
-                response = owner.post(f"/sessions/{sid}/turns/{target.turn_id}/{action}")
-                rule_id = "SUSPEND-ABANDON-001" if abandon else "SUSPEND-RECOVER-001"
-                if held is None:
-                    ctx.expect_status(response, 409, "turn-not-suspended", rule_id)
-                    return
-                ctx.expect_status(response, 200, None, rule_id)
-                turn = response.json()
-                status = "abandoned" if abandon else "running"
-                ctx.expect(
-                    turn.get("turn_id") == held.turn_id and turn.get("status") == status,
-                    f"{action} of turn {held.turn_id} answered {turn.get('turn_id')} {turn.get('status')}",
-                    rule_id,
-                )
-                held.status = status
 
         @precondition(lambda self: bool(self.model.sessions))
         @rule(pick=st.integers(0, 10**6), limit=st.sampled_from([None, 1, 3]), who=st.sampled_from(principals))
