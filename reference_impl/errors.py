@@ -111,3 +111,17 @@ class AttachmentExists(DomainError):
 
 class AttachmentInherited(DomainError):
     kind = "attachment-inherited"
+
+
+class CursorReverted(DomainError):
+    """The cursor was issued before the session it reads was reverted."""
+
+    kind = "cursor-reverted"
+
+
+class PreconditionFailed(DomainError):
+    kind = "precondition-failed"
+
+
+class PreconditionRequired(DomainError):
+    kind = "precondition-required"

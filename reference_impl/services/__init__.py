@@ -21,6 +21,8 @@ from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.revert import RevertService
+from reference_impl.services.session_patch import SessionPatchService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
 from reference_impl.settings import Settings
@@ -40,6 +42,8 @@ PARTS: dict[str, type] = {
     "attachments": AttachmentsService,
     "turn_writes": TurnWritesService,
     "context": ContextService,
+    "revert": RevertService,
+    "session_patch": SessionPatchService,
 }
 
 
@@ -57,9 +61,12 @@ class Services:
     attachments: AttachmentsService | None = None  # None without `attachments`
     turn_writes: TurnWritesService | None = None  # None without `idempotent-turns` or `turn-write`
     context: ContextService | None = None  # None without `model-context`
+    revert: RevertService | None = None  # None without `revert`
+    session_patch: SessionPatchService | None = None  # None without `session-patch`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.turn_writes, self.context]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
+                 self.attachments, self.turn_writes, self.context, self.revert, self.session_patch]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -83,7 +90,8 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes", "context")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
+             "context", "revert", "session_patch")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

@@ -15,6 +15,8 @@ from reference_impl.store.deletion import DeletionStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
+from reference_impl.store.revert import RevertStatements
+from reference_impl.store.session_patch import SessionPatchStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.transcript import TranscriptStatements
@@ -34,6 +36,8 @@ class Transaction(
     DeletionStatements,
     TurnWriteStatements,
     ContextStatements,
+    RevertStatements,
+    SessionPatchStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

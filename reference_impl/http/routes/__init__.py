@@ -8,6 +8,8 @@ from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
 from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
+from reference_impl.http.routes.revert import RevertHandlers
+from reference_impl.http.routes.session_patch import SessionPatchHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
 from reference_impl.http.routes.transcript import TranscriptHandlers
 
@@ -22,6 +24,8 @@ CHAPTERS = (
     DeletionHandlers,
     AttachmentsHandlers,
     ContextHandlers,
+    RevertHandlers,
+    SessionPatchHandlers,
 )
 
 __all__ = ["CHAPTERS"]
