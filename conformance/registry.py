@@ -23,6 +23,7 @@ CHECK_MODULES = (
     "context",
     "revert",
     "session_patch",
+    "suspend",
     "errors",
     "vectors",
     "stateful",

@@ -125,3 +125,9 @@ class PreconditionFailed(DomainError):
 
 class PreconditionRequired(DomainError):
     kind = "precondition-required"
+
+
+class TurnNotSuspended(DomainError):
+    """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
+
+    kind = "turn-not-suspended"

@@ -97,3 +97,17 @@ def test_turn_write_checks_pass_on_two_processes_sharing_postgres(postgres_url: 
                                  "select": ["turn_writes", "SESS-TURN"]}, environ={})
         result = run(config)
     assert all(c.outcome is Outcome.PASS for c in result.checks), [c.message for c in result.checks if c.outcome is not Outcome.PASS]
+
+
+def test_a_suspended_turn_holds_the_slot_against_one_request_turns(tmp_path) -> None:
+    """SESS-TURN-SINGLE-001 with `suspend`: a suspended turn is unfinished, whatever path starts the next."""
+    with reference_server(f"sqlite:///{tmp_path / 'suspend.db'}") as server:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.tokens[0]}"}) as http:
+            sid = http.post("/sessions", json={}).json()["session_id"]
+            running = http.post(f"/sessions/{sid}/turns", json={"role": "user", "records": PAIR})
+            assert running.status_code == 201
+            suspended = http.post(f"/sessions/{sid}/turns/{running.json()['turn_id']}/suspend", json={})
+            assert suspended.status_code in (200, 201), suspended.text
+            for body in ({"role": "user", "records": PAIR, "status": "completed"}, {"role": "user", "status": "failed"}):
+                refused = http.post(f"/sessions/{sid}/turns", json=body, headers={"Idempotency-Key": "after-suspend"})
+                assert refused.status_code == 409 and refused.json()["type"].endswith(":turn-in-progress"), refused.text

@@ -102,6 +102,13 @@ OPTIONAL_OPERATIONS = {
         ("DELETE", "/sessions/{sid}", None),
     ],
     "attachments": [("POST", "/sessions/{sid}/attachments", {}), ("GET", "/sessions/{sid}/attachments/a1", None)],
+    "model-context": [("GET", "/sessions/{sid}/context", None)],
+    "suspend": [
+        ("GET", "/sessions/{sid}/turns/t1", None),
+        ("POST", "/sessions/{sid}/turns/t1/suspend", None),
+        ("POST", "/sessions/{sid}/turns/t1/recover", None),
+        ("POST", "/sessions/{sid}/turns/t1/inputs", {"content": {}}),
+    ],
 }
 
 

@@ -23,6 +23,7 @@ from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.revert import RevertService
 from reference_impl.services.session_patch import SessionPatchService
+from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
 from reference_impl.settings import Settings
@@ -44,6 +45,7 @@ PARTS: dict[str, type] = {
     "context": ContextService,
     "revert": RevertService,
     "session_patch": SessionPatchService,
+    "suspend": SuspendService,
 }
 
 
@@ -63,10 +65,11 @@ class Services:
     context: ContextService | None = None  # None without `model-context`
     revert: RevertService | None = None  # None without `revert`
     session_patch: SessionPatchService | None = None  # None without `session-patch`
+    suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
         found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-                 self.attachments, self.turn_writes, self.context, self.revert, self.session_patch]
+                 self.attachments, self.turn_writes, self.context, self.suspend, self.revert, self.session_patch]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -91,7 +94,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         return cls(store, limits, access)
 
     names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
-             "context", "revert", "session_patch")
+             "context", "suspend", "revert", "session_patch")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

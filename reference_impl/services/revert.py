@@ -46,8 +46,8 @@ class RevertService(ChapterService):
         with self.store.write() as tx:
             session = self.access.writable_session(tx, principal, session_id, lease_id)
             etags.require_match(if_match, etags.etag(session))
-            if session.running_turn_id is not None:
-                raise TurnInProgress(f"session {session_id} has a running turn; finish it before reverting")
+            if session.running_turn_id is not None or session.suspended_turn_id is not None:
+                raise TurnInProgress(f"session {session_id} has an unfinished turn; finish it before reverting")
             turn = tx.turn(turn_id)
             if turn is None or turn.session_id != session_id or not segments.holds_turn(session.own_segments, turn.turn_index):
                 raise UnknownTurn(f"turn {turn_id} is not one of the session's own effective turns")

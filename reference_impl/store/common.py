@@ -77,6 +77,7 @@ def session_from(row: RowMapping, viewer: str | None = None) -> SessionRow:
         version=row.get("version") or 0,
         revision=row.get("revision") or 0,
         own_segments=row.get("own_segments"),
+        suspended_turn_id=row.get("suspended_turn_id"),
     )
 
 

@@ -14,7 +14,8 @@ from reference_impl.store.common import Statements
 class RevertStatements(Statements):
     def apply_revert(self, session_id: str, version: int, own_segments: str) -> tuple[int, int] | None:
         """Make `own_segments` current if the session is still at `version` and runs no turn:
-        (new version, new revision), or None. The version test is the compare-and-swap."""
+        (new version, new revision), or None. The version test is the compare-and-swap;
+        a running or suspended turn (which also bumps the version) refuses it too."""
         sessions = t.sessions
         row = self.conn.execute(
             update(sessions)
@@ -22,6 +23,7 @@ class RevertStatements(Statements):
                 sessions.c.session_id == session_id,
                 sessions.c.version == version,
                 sessions.c.running_turn_id.is_(None),
+                sessions.c.suspended_turn_id.is_(None),
             )
             .values(own_segments=own_segments, version=sessions.c.version + 1, revision=sessions.c.revision + 1)
             .returning(sessions.c.version, sessions.c.revision)

@@ -42,6 +42,7 @@ class SessionRow:
     version: int = 0  # bumped by every change to the transcript or metadata (the ETag)
     revision: int = 0  # reverts so far
     own_segments: str | None = None  # the own effective segments (segments.py); None: all
+    suspended_turn_id: str | None = None  # the turn holding the slot while suspended (capability suspend)
 
 
 @dataclass(frozen=True)

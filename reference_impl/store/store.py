@@ -19,6 +19,7 @@ from reference_impl.store.revert import RevertStatements
 from reference_impl.store.session_patch import SessionPatchStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
+from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
 from reference_impl.store.turn_writes import TurnWriteStatements
 
@@ -38,6 +39,7 @@ class Transaction(
     ContextStatements,
     RevertStatements,
     SessionPatchStatements,
+    SuspendStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

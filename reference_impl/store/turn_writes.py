@@ -64,7 +64,11 @@ class TurnWriteStatements(Statements):
         session free (`finish`); otherwise the turn is the session's running one."""
         query = (
             update(t.sessions)
-            .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id.is_(None))
+            .where(
+                t.sessions.c.session_id == session_id,
+                t.sessions.c.running_turn_id.is_(None),
+                t.sessions.c.suspended_turn_id.is_(None),  # a suspended turn holds the slot too
+            )
             .values(
                 running_turn_id=None if finish else turn_id,
                 turn_count=t.sessions.c.turn_count + 1,

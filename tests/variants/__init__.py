@@ -48,7 +48,7 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
         replace(
             settings,
             disabled_capabilities=frozenset(
-                {"writer-lease", "model-context", "idempotent-turns", "turn-write", "revert", "session-patch"}
+                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch"}
             ),
             query_count_diagnostics=False,
             write_count_diagnostics=False,

@@ -11,6 +11,7 @@ from reference_impl.http.routes.listing import ListingHandlers
 from reference_impl.http.routes.revert import RevertHandlers
 from reference_impl.http.routes.session_patch import SessionPatchHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
+from reference_impl.http.routes.suspend import SuspendHandlers
 from reference_impl.http.routes.transcript import TranscriptHandlers
 
 CHAPTERS = (
@@ -26,6 +27,7 @@ CHAPTERS = (
     ContextHandlers,
     RevertHandlers,
     SessionPatchHandlers,
+    SuspendHandlers,
 )
 
 __all__ = ["CHAPTERS"]
