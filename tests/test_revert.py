@@ -133,3 +133,25 @@ def test_state_machine_alone_catches_forks_forgetting_reverts(tmp_path) -> None:
 def test_state_machine_alone_catches_retried_starts_that_start_twice(tmp_path) -> None:
     app = MUTANTS["turn_start_retry_creates_second_turn"].build(settings(tmp_path))
     assert "TURN-IDEM-001" in failed_requirements(app, "stateful")
+
+
+def test_revert_meets_suspend_and_model_context(tmp_path) -> None:
+    """A suspended turn is unfinished: a revert answers 409 turn-in-progress (REVERT-001), and
+    suspending changes the ETag (REVERT-ETAG-001); the model context reads the effective transcript,
+    so reverted records never reach a model either (REVERT-EFFECTIVE-001)."""
+    with reference_server(f"sqlite:///{tmp_path / 'cross.db'}") as server:
+        with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.tokens[0]}"}) as http:
+            sid = http.post("/sessions", json={}).json()["session_id"]
+            first, second = turn(http, sid), turn(http, sid)
+            running = http.post(f"/sessions/{sid}/turns", json={"role": "user", "records": PAIR}).json()["turn_id"]
+            before = http.get(f"/sessions/{sid}").headers["ETag"]
+            assert http.post(f"/sessions/{sid}/turns/{running}/suspend", json={}).status_code in (200, 201)
+            after = http.get(f"/sessions/{sid}").headers["ETag"]
+            assert after != before
+            refused = http.post(f"/sessions/{sid}/revert", json={"turn_id": second}, headers={"If-Match": after})
+            assert refused.status_code == 409 and refused.json()["type"].endswith(":turn-in-progress"), refused.text
+            assert http.post(f"/sessions/{sid}/turns/{running}/abandon", json={}).status_code in (200, 201)
+            assert revert(http, sid, second).status_code == 200
+            context = http.get(f"/sessions/{sid}/context").json()
+            assert [t["turn_id"] for t in context["turns"]] == [first]
+            assert [r["index"] for t in context["turns"] for r in t["records"]] == [0, 1]
