@@ -25,6 +25,7 @@ CHECK_MODULES = (
     "session_patch",
     "suspend",
     "errors",
+    "rollout",
     "vectors",
     "stateful",
     "fuzz",

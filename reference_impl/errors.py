@@ -127,6 +127,22 @@ class PreconditionRequired(DomainError):
     kind = "precondition-required"
 
 
+class ReplayHistoryMismatch(DomainError):
+    """`replay_history` contradicts the records that precede the turn (REPLAY-CONFLICT-001)."""
+
+    kind = "replay-history-mismatch"
+
+
+class CapabilityMissing(DomainError):
+    """`Requires-Capabilities` names a capability the server lacks (NEGOTIATE-HEADER-001)."""
+
+    kind = "capability-missing"
+
+    def __init__(self, detail: str, missing: list[str]) -> None:
+        super().__init__(detail)
+        self.members = {"missing_capabilities": list(missing)}
+
+
 class TurnNotSuspended(DomainError):
     """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
 

@@ -72,7 +72,7 @@ class OutermostLayer:
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DomainError)
-    response = problem(exc.kind, public_text(request, exc.detail))
+    response = problem(exc.kind, public_text(request, exc.detail), members=getattr(exc, "members", None))
     if response.status_code == 503:
         response.headers["Retry-After"] = "1"
     return response

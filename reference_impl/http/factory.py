@@ -24,6 +24,7 @@ def settings_to_environment(settings: Settings) -> None:
             "query_count_diagnostics": settings.query_count_diagnostics,
             "write_count_diagnostics": settings.write_count_diagnostics,
             "limits": vars(settings.limits),
+            "legacy": settings.legacy,
         }
     )
 

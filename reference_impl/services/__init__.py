@@ -20,6 +20,8 @@ from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
+from reference_impl.services.rewind import RewindService
+from reference_impl.services.rollout import ReplayService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.revert import RevertService
 from reference_impl.services.session_patch import SessionPatchService
@@ -28,6 +30,11 @@ from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
+
+# What a legacy (pre-lineage) server runs and advertises: profile `legacy` of spec/profiles.yaml.
+LEGACY_CAPABILITIES = frozenset(
+    {"effective-transcript", "writer-lease", "replay-history", "diagnostics.query-count", "diagnostics.write-count"}
+)
 
 # Every replaceable part, by the name `build_services` overrides take (tests substitute one).
 PARTS: dict[str, type] = {
@@ -42,6 +49,8 @@ PARTS: dict[str, type] = {
     "deletion": DeletionService,
     "attachments": AttachmentsService,
     "turn_writes": TurnWritesService,
+    "replay": ReplayService,
+    "rewind": RewindService,
     "context": ContextService,
     "revert": RevertService,
     "session_patch": SessionPatchService,
@@ -62,14 +71,19 @@ class Services:
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
     turn_writes: TurnWritesService | None = None  # None without `idempotent-turns` or `turn-write`
+    replay: ReplayService | None = None  # None without `replay-history`
+    rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
     revert: RevertService | None = None  # None without `revert`
     session_patch: SessionPatchService | None = None  # None without `session-patch`
     suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-                 self.attachments, self.turn_writes, self.context, self.suspend, self.revert, self.session_patch]
+        found = [
+            self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
+            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.revert,
+            self.session_patch,
+        ]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -91,16 +105,22 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         cls = parts[name]
         if any(capability in settings.disabled_capabilities for capability in cls.capabilities):
             return None
+        if settings.legacy and cls.capabilities and not set(cls.capabilities) & LEGACY_CAPABILITIES:
+            return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
-             "context", "suspend", "revert", "session_patch")
+    names = (
+        "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
+        "replay", "rewind", "context", "suspend", "revert", "session_patch",
+    )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
         limits, running, settings.query_count_diagnostics, write_count_diagnostics=settings.write_count_diagnostics
     )
+    if settings.legacy:
+        capabilities.only = LEGACY_CAPABILITIES
     return Services(access, capabilities, **built)
 
 
-__all__ = ["Services", "ChapterService", "PARTS", "build_services", "part_name"]
+__all__ = ["LEGACY_CAPABILITIES", "Services", "ChapterService", "PARTS", "build_services", "part_name"]

@@ -23,6 +23,8 @@ class CapabilitiesService:
         self.chapters = chapters
         self.query_count_diagnostics = query_count_diagnostics
         self.write_count_diagnostics = write_count_diagnostics
+        self.only: frozenset[str] | None = None  # a legacy server advertises only these
+
 
     def capabilities(self, spec_version: str) -> dict[str, Any]:
         names = list(dict.fromkeys(name for chapter in self.chapters for name in chapter.capabilities))
@@ -34,6 +36,8 @@ class CapabilitiesService:
         if self.write_count_diagnostics:
             names.append("diagnostics.write-count")
             diagnostics["write_count_header"] = "Storage-Items-Written"
+        if self.only is not None:
+            names = [name for name in names if name in self.only]
         limits = self.limits
         advertised: dict[str, Any] = {
             "max_record_bytes": limits.max_record_bytes,

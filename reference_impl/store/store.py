@@ -18,6 +18,7 @@ from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.revert import RevertStatements
 from reference_impl.store.session_patch import SessionPatchStatements
 from reference_impl.store.listing import ListingStatements
+from reference_impl.store.rollout import RolloutStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
@@ -36,6 +37,7 @@ class Transaction(
     AttachmentStatements,
     DeletionStatements,
     TurnWriteStatements,
+    RolloutStatements,
     ContextStatements,
     RevertStatements,
     SessionPatchStatements,

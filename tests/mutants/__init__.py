@@ -20,8 +20,10 @@ from reference_impl.settings import Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
 
-MUTANT_MODULES = ("core", "sessions", "fork", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend",
-                  "turn_writes", "revert")
+MUTANT_MODULES = (
+    "core", "sessions", "fork", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "rollout",
+    "turn_writes", "revert",
+)
 
 
 @dataclass(frozen=True)

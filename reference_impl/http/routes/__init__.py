@@ -10,6 +10,7 @@ from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
 from reference_impl.http.routes.revert import RevertHandlers
 from reference_impl.http.routes.session_patch import SessionPatchHandlers
+from reference_impl.http.routes.rollout import RolloutHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
 from reference_impl.http.routes.suspend import SuspendHandlers
 from reference_impl.http.routes.transcript import TranscriptHandlers
@@ -24,6 +25,7 @@ CHAPTERS = (
     ListingHandlers,
     DeletionHandlers,
     AttachmentsHandlers,
+    RolloutHandlers,
     ContextHandlers,
     RevertHandlers,
     SessionPatchHandlers,

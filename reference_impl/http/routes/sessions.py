@@ -12,6 +12,7 @@ from starlette.routing import Route
 from reference_impl.http.base import Handlers
 from reference_impl.errors import InvalidRequest
 from reference_impl.http.requests import idempotency_key, path_id, scope_ids, writer_lease
+from reference_impl.http.routes.rollout import start_turn_with_replay
 
 
 def etag_header(view: Any) -> dict[str, str]:
@@ -58,6 +59,8 @@ class SessionsHandlers(Handlers):
         key = idempotency_key(request) if writes is not None else None
         lease = writer_lease(request)
         body = scope_ids(principal, await self.body(request, "turn-create.json"), ("turn_id",))
+        if "replay_history" in body:  # the legacy field (capability `replay-history`): routes/rollout.py
+            return await start_turn_with_replay(self, request, principal, session_id, body, lease)
         if writes is not None and (key is not None or "records" in body or "status" in body):
             outcome = await run_in_threadpool(writes.start_turn, principal, session_id, body, lease, key)
             return self._written(outcome)

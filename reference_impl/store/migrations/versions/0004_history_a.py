@@ -2,14 +2,14 @@
 reverted session, the segments a fork inherited, and the revert history.
 
 Revision ID: 0004_history_a
-Revises: 0005_history_b
+Revises: 0006_rollout
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0004_history_a"
-down_revision = "0005_history_b"
+down_revision = "0006_rollout"
 branch_labels = None
 depends_on = None
 
