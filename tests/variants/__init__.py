@@ -48,7 +48,9 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     return reference_app(
         replace(
             settings,
-            disabled_capabilities=frozenset({"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "legacy-import"}),
+            disabled_capabilities=frozenset(
+                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch", "legacy-import"}
+            ),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
         )
