@@ -21,6 +21,8 @@ CHECK_MODULES = (
     "authorization",
     "turn_writes",
     "context",
+    "revert",
+    "session_patch",
     "suspend",
     "errors",
     "rollout",

@@ -47,7 +47,9 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     return reference_app(
         replace(
             settings,
-            disabled_capabilities=frozenset({"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write"}),
+            disabled_capabilities=frozenset(
+                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch"}
+            ),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
         )
