@@ -104,6 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     gate.set_defaults(handler=_gate)
 
+    imports = commands.add_parser(
+        "import", help="import a legacy JSONL history (and, found beside it, the histories it was forked from)"
+    )
+    imports.add_argument("file", help="the legacy .jsonl history")
+    imports.add_argument("--target", required=True, help="base URL of a server that advertises legacy-import")
+    imports.add_argument("--token", required=True, help="bearer token of the principal that will own the sessions")
+    imports.add_argument("--writer-lease", help="the lease held on the history's session, when continuing an import")
+    imports.set_defaults(handler=_import)
+
     bundle = commands.add_parser("bundle", help="regenerate spec/openapi.bundled.yaml (every schema inlined)")
     bundle.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
     bundle.set_defaults(handler=_bundle)
@@ -272,6 +281,12 @@ def _gate(args: argparse.Namespace) -> int:
     from conformance.gate import run_gate
 
     return run_gate(args.baseline, args.candidate, markdown=args.markdown, require_version=args.require_version)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from conformance.legacy_import import run as run_import
+
+    return run_import(args.file, args.target, args.token, args.writer_lease)
 
 
 def _bundle(args: argparse.Namespace) -> int:

@@ -113,6 +113,20 @@ class AttachmentInherited(DomainError):
     kind = "attachment-inherited"
 
 
+class CursorReverted(DomainError):
+    """The cursor was issued before the session it reads was reverted."""
+
+    kind = "cursor-reverted"
+
+
+class PreconditionFailed(DomainError):
+    kind = "precondition-failed"
+
+
+class PreconditionRequired(DomainError):
+    kind = "precondition-required"
+
+
 class ReplayHistoryMismatch(DomainError):
     """`replay_history` contradicts the records that precede the turn (REPLAY-CONFLICT-001)."""
 
@@ -133,3 +147,27 @@ class TurnNotSuspended(DomainError):
     """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
 
     kind = "turn-not-suspended"
+
+
+class ImportInProgress(DomainError):
+    """Another upload is importing the same legacy history (capability `legacy-import`)."""
+
+    kind = "import-in-progress"
+
+
+class InvalidLegacyHistory(DomainError):
+    """The upload does not start with a legacy session_meta line."""
+
+    kind = "invalid-legacy-history"
+
+
+class LegacyConflict(DomainError):
+    """The upload differs from what was imported before under the same legacy id."""
+
+    kind = "legacy-conflict"
+
+
+class LegacyParentMissing(DomainError):
+    """The history names a fork parent the caller has not imported."""
+
+    kind = "legacy-parent-missing"

@@ -114,6 +114,7 @@ OPTIONAL_OPERATIONS = {
         ("POST", "/sessions/{sid}/turns/t1/recover", None),
         ("POST", "/sessions/{sid}/turns/t1/inputs", {"content": {}}),
     ],
+    "legacy-import": [("POST", "/imports", {})],
 }
 
 

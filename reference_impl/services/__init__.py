@@ -18,11 +18,14 @@ from reference_impl.services.context import ContextService
 from reference_impl.services.deletion import DeletionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
+from reference_impl.services.legacy_import import ImportService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.rewind import RewindService
 from reference_impl.services.rollout import ReplayService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.revert import RevertService
+from reference_impl.services.session_patch import SessionPatchService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
@@ -50,7 +53,10 @@ PARTS: dict[str, type] = {
     "replay": ReplayService,
     "rewind": RewindService,
     "context": ContextService,
+    "revert": RevertService,
+    "session_patch": SessionPatchService,
     "suspend": SuspendService,
+    "legacy_import": ImportService,
 }
 
 
@@ -70,12 +76,16 @@ class Services:
     replay: ReplayService | None = None  # None without `replay-history`
     rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
+    revert: RevertService | None = None  # None without `revert`
+    session_patch: SessionPatchService | None = None  # None without `session-patch`
     suspend: SuspendService | None = None  # None without `suspend`
+    legacy_import: ImportService | None = None  # None without `legacy-import`
 
     def chapters(self) -> list[ChapterService]:
         found = [
             self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend,
+            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.revert,
+            self.session_patch, self.legacy_import,
         ]
         return [chapter for chapter in found if chapter is not None]
 
@@ -104,7 +114,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
 
     names = (
         "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
-        "replay", "rewind", "context", "suspend",
+        "replay", "rewind", "context", "suspend", "revert", "session_patch", "legacy_import",
     )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]

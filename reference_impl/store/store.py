@@ -14,7 +14,10 @@ from reference_impl.store.context import ContextStatements
 from reference_impl.store.deletion import DeletionStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
+from reference_impl.store.legacy_import import LegacyImportStatements
 from reference_impl.store.leases import LeaseStatements
+from reference_impl.store.revert import RevertStatements
+from reference_impl.store.session_patch import SessionPatchStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.rollout import RolloutStatements
 from reference_impl.store.sessions import SessionStatements
@@ -37,7 +40,10 @@ class Transaction(
     TurnWriteStatements,
     RolloutStatements,
     ContextStatements,
+    RevertStatements,
+    SessionPatchStatements,
     SuspendStatements,
+    LegacyImportStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

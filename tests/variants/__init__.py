@@ -33,6 +33,7 @@ MINIMUM_LIMITS = Limits(
     max_lease_seconds=2,
     max_context_record_bytes=64,  # CONTEXT-LIMITS-001: at least 64, at most max_record_bytes / 8
     max_context_bytes=256,  # and at least 4 times the record cap
+    max_import_line_bytes=1024,  # IMPORT-LIMITS-001
 )
 LEASE_PATH = re.compile(r"^/sessions/[^/]+/lease$")
 
@@ -47,7 +48,9 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     return reference_app(
         replace(
             settings,
-            disabled_capabilities=frozenset({"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write"}),
+            disabled_capabilities=frozenset(
+                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch", "legacy-import"}
+            ),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
         )

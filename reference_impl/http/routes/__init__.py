@@ -6,8 +6,11 @@ from reference_impl.http.routes.context import ContextHandlers
 from reference_impl.http.routes.deletion import DeletionHandlers
 from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
+from reference_impl.http.routes.legacy_import import ImportHandlers
 from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
+from reference_impl.http.routes.revert import RevertHandlers
+from reference_impl.http.routes.session_patch import SessionPatchHandlers
 from reference_impl.http.routes.rollout import RolloutHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
 from reference_impl.http.routes.suspend import SuspendHandlers
@@ -25,7 +28,10 @@ CHAPTERS = (
     AttachmentsHandlers,
     RolloutHandlers,
     ContextHandlers,
+    RevertHandlers,
+    SessionPatchHandlers,
     SuspendHandlers,
+    ImportHandlers,
 )
 
 __all__ = ["CHAPTERS"]

@@ -69,6 +69,9 @@ async def start_turn_with_replay(
     services = handlers.services
     refuse_fields_of_missing_capabilities(services, body, {"replay_history": "replay-history"})
     assert services.replay is not None
+    combined = [name for name in ("records", "status") if name in body]
+    if combined:  # never drop a member: the one-request turn write does not take replay history
+        raise InvalidRequest(f"/: replay_history cannot be combined with {', '.join(combined)} (turn-write) in one request")
     headers = deprecation_headers() if "lineage" in advertised(services) else {}
     replay = body["replay_history"]
     rest = {key: value for key, value in body.items() if key != "replay_history"}
