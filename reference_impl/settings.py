@@ -38,6 +38,8 @@ class Settings:
     projects: dict[str, str] = field(default_factory=dict)
     query_count_diagnostics: bool = True
     write_count_diagnostics: bool = True  # the Storage-Items-Written header (diagnostics.write-count)
+    # the Storage-Records-Examined header (diagnostics.records-examined)
+    records_examined_diagnostics: bool = True
     # Optional capabilities this server runs without (for example `writer-lease`): not advertised,
     # and their operations answer 404.
     disabled_capabilities: frozenset[str] = frozenset()

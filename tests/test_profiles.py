@@ -40,10 +40,12 @@ def test_profiles_file_holds_core_and_full() -> None:
         "diagnostics.write-count",
         "sharing",
         "attachments",
+        "diagnostics.records-examined",
     ]
     assert all(entry["title"] and spec.version_tuple(entry["since"]) for entry in profiles.values())
     assert spec.profile_capabilities("full", "1.0.0")[-1] == "diagnostics.query-count"
     assert spec.profile_capabilities("full", "1.1.0")[-3:] == ["diagnostics.write-count", "sharing", "attachments"]
+    assert spec.profile_capabilities("full", "1.2.0")[-1] == "diagnostics.records-examined"
 
 
 def test_every_capability_a_requirement_names_is_in_some_profile() -> None:

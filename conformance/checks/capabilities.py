@@ -10,7 +10,11 @@ from conformance.registry import check
 
 CORE = ("fork", "effective-transcript", "lineage", "idempotency")
 # Optional names and the `diagnostics` flag each must agree with.
-DIAGNOSTIC_NAMES = {"diagnostics.query-count": "query_count", "diagnostics.write-count": "write_count"}
+DIAGNOSTIC_NAMES = {
+    "diagnostics.query-count": "query_count",
+    "diagnostics.write-count": "write_count",
+    "diagnostics.records-examined": "records_examined",
+}
 # The smallest limits every server supports (CAP-LIMITS-001): the suite can exercise them all.
 MINIMUM_LIMITS = {
     "max_lineage_depth": 5,

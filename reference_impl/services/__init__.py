@@ -81,7 +81,11 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
-        limits, running, settings.query_count_diagnostics, write_count_diagnostics=settings.write_count_diagnostics
+        limits,
+        running,
+        settings.query_count_diagnostics,
+        write_count_diagnostics=settings.write_count_diagnostics,
+        records_examined_diagnostics=settings.records_examined_diagnostics,
     )
     return Services(access, capabilities, **built)
 

@@ -18,11 +18,13 @@ class CapabilitiesService:
         chapters: Sequence[ChapterService],
         query_count_diagnostics: bool,
         write_count_diagnostics: bool = False,
+        records_examined_diagnostics: bool = False,
     ) -> None:
         self.limits = limits
         self.chapters = chapters
         self.query_count_diagnostics = query_count_diagnostics
         self.write_count_diagnostics = write_count_diagnostics
+        self.records_examined_diagnostics = records_examined_diagnostics
 
     def capabilities(self, spec_version: str) -> dict[str, Any]:
         names = list(dict.fromkeys(name for chapter in self.chapters for name in chapter.capabilities))
@@ -34,6 +36,10 @@ class CapabilitiesService:
         if self.write_count_diagnostics:
             names.append("diagnostics.write-count")
             diagnostics["write_count_header"] = "Storage-Items-Written"
+        diagnostics["records_examined"] = self.records_examined_diagnostics
+        if self.records_examined_diagnostics:
+            names.append("diagnostics.records-examined")
+            diagnostics["records_examined_header"] = "Storage-Records-Examined"
         limits = self.limits
         advertised: dict[str, Any] = {
             "max_record_bytes": limits.max_record_bytes,

@@ -48,6 +48,7 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
             disabled_capabilities=frozenset({"writer-lease"}),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
+            records_examined_diagnostics=False,
         )
     )
 
@@ -126,7 +127,9 @@ def shallow_lineage(settings: Settings) -> ASGIApp:
 
 def no_diagnostics(settings: Settings) -> ASGIApp:
     """Lacking under the full profile: neither diagnostics header, so no-copy cannot be shown."""
-    return reference_app(replace(settings, query_count_diagnostics=False, write_count_diagnostics=False))
+    return reference_app(
+        replace(settings, query_count_diagnostics=False, write_count_diagnostics=False, records_examined_diagnostics=False)
+    )
 
 
 def copying_fork(settings: Settings) -> ASGIApp:
