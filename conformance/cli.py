@@ -1,4 +1,4 @@
-"""The `session-lineage` command: `check` a target, `serve` the reference server, render `docs`, `bundle` the spec."""
+"""The `session-lineage` command: `check` a target, `gate` a release on two reports, `serve` the reference server, render `docs`, `bundle` the spec."""
 
 from __future__ import annotations
 
@@ -83,6 +83,18 @@ def _parser() -> argparse.ArgumentParser:
     docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md and spec/site/index.html from the spec")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
     docs.set_defaults(handler=_docs)
+
+    gate = commands.add_parser(
+        "gate", help="compare two JSON reports: fail when a requirement that passed in the baseline does not pass now"
+    )
+    gate.add_argument("--baseline", required=True, help="JSON report of the last accepted run (check --report-json)")
+    gate.add_argument("--candidate", required=True, help="JSON report of the run to gate")
+    gate.add_argument("--markdown", help="also append the Markdown comparison to this file (e.g. $GITHUB_STEP_SUMMARY)")
+    gate.add_argument(
+        "--require-version", metavar="X.Y[.Z]",
+        help="fail unless the candidate's claim is at this spec version or a later minor version of the same major",
+    )
+    gate.set_defaults(handler=_gate)
 
     bundle = commands.add_parser("bundle", help="regenerate spec/openapi.bundled.yaml (every schema inlined)")
     bundle.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
@@ -244,6 +256,12 @@ def _docs(args: argparse.Namespace) -> int:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path}")
     return stale
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from conformance.gate import run_gate
+
+    return run_gate(args.baseline, args.candidate, markdown=args.markdown, require_version=args.require_version)
 
 
 def _bundle(args: argparse.Namespace) -> int:

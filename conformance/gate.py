@@ -1,0 +1,238 @@
+"""The release regression gate: `session-lineage gate --baseline OLD.json --candidate NEW.json`.
+
+Compares two JSON reports of the suite (`conformance/report.schema.json`) requirement by
+requirement and fails when anything that passed in the baseline does not pass in the candidate,
+whatever the candidate's expected-failures list says. A team gates a release on "nothing that
+worked has broken" with it, even while a long list of known failures remains.
+
+Rules (stated in the top-level README, "Release regression gate"):
+
+- A requirement *passes* when its outcome is `pass` or `unexpected-pass` (it passed although an
+  expected-failures file listed it).
+- **Regression** (exit 1): present in both reports, passes in the baseline, does not pass in the
+  candidate (failed, errored, expected to fail, skipped or out of scope).
+- **Improvement**: present in both, does not pass in the baseline, passes in the candidate.
+- **Added** / **removed**: in one report only (a newer catalogue, or a narrower `--select`); reported,
+  never a failure, because the target did not get worse at something it was asked to do.
+- **Versions**: a change of `spec_version`, suite version or claimed profile/version is reported;
+  `--require-version X.Y[.Z]` fails (exit 1) when the candidate's claimed version is older, so a gate
+  can demand a minimum spec version.
+- Unreadable input (missing file, not JSON, not a report) exits 2 and compares nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PASSING = frozenset({"pass", "unexpected-pass"})
+EXIT_OK, EXIT_REGRESSED, EXIT_UNREADABLE = 0, 1, 2
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|~#<>])")
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+class GateInputError(Exception):
+    """A report could not be read as a conformance report."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    outcome: str
+    level: str
+    title: str
+
+
+@dataclass
+class Report:
+    path: str
+    spec_version: str
+    suite_version: str
+    claim: str | None  # "full@1.2.0", or None
+    verdict: str
+    summary: str
+    requirements: dict[str, Entry]
+
+
+@dataclass
+class Change:
+    id: str
+    before: str | None
+    after: str | None
+    level: str
+    title: str
+
+
+@dataclass
+class Comparison:
+    baseline: Report
+    candidate: Report
+    regressions: list[Change] = field(default_factory=list)
+    improvements: list[Change] = field(default_factory=list)
+    added: list[Change] = field(default_factory=list)
+    removed: list[Change] = field(default_factory=list)
+    version_changes: list[str] = field(default_factory=list)
+    version_failure: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions) or self.version_failure is not None
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSED if self.failed else EXIT_OK
+
+
+def load_report(path: str | Path) -> Report:
+    """Read one JSON report; anything that is not one raises GateInputError."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GateInputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise GateInputError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("requirements"), list):
+        raise GateInputError(f"{path}: not a conformance report (no `requirements` list)")
+    entries: dict[str, Entry] = {}
+    for index, item in enumerate(data["requirements"]):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("outcome"), str):
+            raise GateInputError(f"{path}: requirements[{index}] has no string `id` and `outcome`")
+        if item["id"] in entries:
+            raise GateInputError(f"{path}: requirement {item['id']} is listed twice")
+        entries[item["id"]] = Entry(
+            id=item["id"],
+            outcome=item["outcome"],
+            level=str(item.get("level") or ""),
+            title=str(item.get("title") or ""),
+        )
+    claim = data.get("claim")
+    claim_text = None
+    if isinstance(claim, dict) and claim.get("profile"):
+        claim_text = f"{claim.get('profile')}@{claim.get('version')}"
+    return Report(
+        path=str(path),
+        spec_version=str(data.get("spec_version") or "?"),
+        suite_version=str(data.get("suite_version") or "?"),
+        claim=claim_text,
+        verdict=str(data.get("verdict") or "?"),
+        summary=str(data.get("summary_text") or ""),
+        requirements=entries,
+    )
+
+
+def _version_tuple(text: str | None) -> tuple[int, int, int] | None:
+    match = _VERSION.match(text or "")
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def compare(baseline: Report, candidate: Report, require_version: str | None = None) -> Comparison:
+    result = Comparison(baseline=baseline, candidate=candidate)
+    for rid, old in baseline.requirements.items():
+        new = candidate.requirements.get(rid)
+        if new is None:
+            result.removed.append(Change(rid, old.outcome, None, old.level, old.title))
+            continue
+        was, now = old.outcome in PASSING, new.outcome in PASSING
+        if was and not now:
+            result.regressions.append(Change(rid, old.outcome, new.outcome, new.level or old.level, new.title or old.title))
+        elif now and not was:
+            result.improvements.append(Change(rid, old.outcome, new.outcome, new.level or old.level, new.title or old.title))
+    for rid, new in candidate.requirements.items():
+        if rid not in baseline.requirements:
+            result.added.append(Change(rid, None, new.outcome, new.level, new.title))
+    for what, before, after in (
+        ("spec version", baseline.spec_version, candidate.spec_version),
+        ("suite version", baseline.suite_version, candidate.suite_version),
+        ("claim", baseline.claim, candidate.claim),
+    ):
+        if before != after:
+            result.version_changes.append(f"{what}: {before or 'none'} → {after or 'none'}")
+    if require_version is not None:
+        wanted = _version_tuple(require_version)
+        claimed_version = candidate.claim.split("@", 1)[1] if candidate.claim and "@" in candidate.claim else None
+        have = _version_tuple(claimed_version)
+        if have is None or wanted is None or have < wanted or have[0] != wanted[0]:
+            result.version_failure = (
+                f"the candidate's claim {candidate.claim or '(none)'} is not at version {require_version} or a later minor version"
+            )
+    return result
+
+
+def _escape(text: str) -> str:
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
+
+
+def _table(changes: list[Change]) -> list[str]:
+    rows = ["| requirement | level | baseline | candidate | title |", "| --- | --- | --- | --- | --- |"]
+    for change in sorted(changes, key=lambda c: c.id):
+        rows.append(
+            f"| {_escape(change.id)} | {_escape(change.level)} | {_escape(change.before or '-')} | "
+            f"{_escape(change.after or '-')} | {_escape(change.title)} |"
+        )
+    return rows
+
+
+def render_markdown(result: Comparison) -> str:
+    word = "FAILED" if result.failed else "PASSED"
+    lines = [
+        f"## Session Lineage release gate: {word}",
+        "",
+        f"baseline `{_escape(Path(result.baseline.path).name)}` ({_escape(result.baseline.claim or 'no claim')}, "
+        f"spec {_escape(result.baseline.spec_version)}, {_escape(result.baseline.verdict)}) → "
+        f"candidate `{_escape(Path(result.candidate.path).name)}` ({_escape(result.candidate.claim or 'no claim')}, "
+        f"spec {_escape(result.candidate.spec_version)}, {_escape(result.candidate.verdict)})  ",
+        f"{len(result.regressions)} regressions · {len(result.improvements)} improvements · "
+        f"{len(result.added)} added · {len(result.removed)} removed",
+    ]
+    if result.version_failure:
+        lines += ["", f"**Version:** {_escape(result.version_failure)}"]
+    if result.version_changes:
+        lines += ["", "### Version changes", ""] + [f"- {_escape(item)}" for item in result.version_changes]
+    sections = (
+        ("Regressions (passed in the baseline, not in the candidate)", result.regressions),
+        ("Improvements", result.improvements),
+        ("Added requirements", result.added),
+        ("Removed requirements", result.removed),
+    )
+    for title, changes in sections:
+        if changes:
+            lines += ["", f"### {title}", ""] + _table(changes)
+    return "\n".join(lines) + "\n"
+
+
+def run_gate(
+    baseline: str, candidate: str, markdown: str | None = None, require_version: str | None = None, out: Any = None
+) -> int:
+    out = out or sys.stdout
+    try:
+        old, new = load_report(baseline), load_report(candidate)
+    except GateInputError as exc:
+        print(f"session-lineage gate: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if require_version is not None and _version_tuple(require_version) is None:
+        print(f"session-lineage gate: --require-version {require_version!r} is not X.Y or X.Y.Z", file=sys.stderr)
+        return EXIT_UNREADABLE
+    result = compare(old, new, require_version)
+    text = render_markdown(result)
+    out.write(text)
+    if markdown:
+        target = Path(markdown)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            existing = target.stat().st_size if target.exists() else 0
+            with open(target, "a", encoding="utf-8") as handle:
+                if existing:
+                    handle.write("\n")
+                handle.write(text)
+        except OSError as exc:
+            print(f"session-lineage gate: cannot write {markdown}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_UNREADABLE
+    return result.exit_code
