@@ -19,6 +19,7 @@ CHECK_MODULES = (
     "leases",
     "diagnostics",
     "authorization",
+    "context",
     "errors",
     "vectors",
     "stateful",

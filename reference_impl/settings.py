@@ -20,6 +20,8 @@ class Limits:
     idempotency_key_lifetime_seconds: int = 86_400
     max_lease_seconds: int = 300
     max_attachment_bytes: int = 1_048_576
+    max_context_bytes: int = 65_536  # model-context: the budget of a context read
+    max_context_record_bytes: int = 4_096  # model-context: a record's cap within it
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from reference_impl.services.access import Access
 from reference_impl.services.attachments import AttachmentsService
 from reference_impl.services.capabilities import CapabilitiesService
 from reference_impl.services.common import ChapterService
+from reference_impl.services.context import ContextService
 from reference_impl.services.deletion import DeletionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
@@ -36,6 +37,7 @@ PARTS: dict[str, type] = {
     "listing": ListingService,
     "deletion": DeletionService,
     "attachments": AttachmentsService,
+    "context": ContextService,
 }
 
 
@@ -51,9 +53,10 @@ class Services:
     listing: ListingService | None = None
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
+    context: ContextService | None = None  # None without `model-context`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -77,7 +80,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

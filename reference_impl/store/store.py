@@ -10,6 +10,7 @@ from sqlalchemy.exc import DBAPIError as StorageError
 from sqlalchemy.exc import IntegrityError
 
 from reference_impl.store.attachments import AttachmentStatements
+from reference_impl.store.context import ContextStatements
 from reference_impl.store.deletion import DeletionStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
@@ -30,6 +31,7 @@ class Transaction(
     ListingStatements,
     AttachmentStatements,
     DeletionStatements,
+    ContextStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

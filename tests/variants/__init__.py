@@ -31,6 +31,8 @@ MINIMUM_LIMITS = Limits(
     max_request_bytes=16384,
     idempotency_key_lifetime_seconds=2,
     max_lease_seconds=2,
+    max_context_record_bytes=64,  # CONTEXT-LIMITS-001: at least 64, at most max_record_bytes / 8
+    max_context_bytes=256,  # and at least 4 times the record cap
 )
 LEASE_PATH = re.compile(r"^/sessions/[^/]+/lease$")
 
@@ -45,7 +47,7 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     return reference_app(
         replace(
             settings,
-            disabled_capabilities=frozenset({"writer-lease"}),
+            disabled_capabilities=frozenset({"writer-lease", "model-context"}),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
             records_examined_diagnostics=False,

@@ -2,6 +2,7 @@
 
 from reference_impl.http.routes.attachments import AttachmentsHandlers
 from reference_impl.http.routes.capabilities import CapabilitiesHandlers
+from reference_impl.http.routes.context import ContextHandlers
 from reference_impl.http.routes.deletion import DeletionHandlers
 from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
@@ -20,6 +21,7 @@ CHAPTERS = (
     ListingHandlers,
     DeletionHandlers,
     AttachmentsHandlers,
+    ContextHandlers,
 )
 
 __all__ = ["CHAPTERS"]
