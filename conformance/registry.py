@@ -20,6 +20,7 @@ CHECK_MODULES = (
     "diagnostics",
     "authorization",
     "context",
+    "export",
     "errors",
     "vectors",
     "stateful",

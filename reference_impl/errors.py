@@ -111,3 +111,7 @@ class AttachmentExists(DomainError):
 
 class AttachmentInherited(DomainError):
     kind = "attachment-inherited"
+
+
+class ExportTooLarge(DomainError):
+    kind = "export-too-large"

@@ -22,6 +22,7 @@ class Limits:
     max_attachment_bytes: int = 1_048_576
     max_context_bytes: int = 65_536  # model-context: the budget of a context read
     max_context_record_bytes: int = 4_096  # model-context: a record's cap within it
+    max_export_records: int = 5_000  # transcript-export: the most records (and turns) one export returns
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,8 @@ OPTIONAL_OPERATIONS = {
         ("DELETE", "/sessions/{sid}", None),
     ],
     "attachments": [("POST", "/sessions/{sid}/attachments", {}), ("GET", "/sessions/{sid}/attachments/a1", None)],
+    "transcript-export": [("GET", "/sessions/{sid}/export", None)],
+    "turn-by-position": [("GET", "/sessions/{sid}/effective-turns/1", None)],
 }
 
 

@@ -16,6 +16,7 @@ from reference_impl.services.capabilities import CapabilitiesService
 from reference_impl.services.common import ChapterService
 from reference_impl.services.context import ContextService
 from reference_impl.services.deletion import DeletionService
+from reference_impl.services.export import ExportService, TurnPositionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
@@ -38,6 +39,8 @@ PARTS: dict[str, type] = {
     "deletion": DeletionService,
     "attachments": AttachmentsService,
     "context": ContextService,
+    "export": ExportService,
+    "turn_positions": TurnPositionService,
 }
 
 
@@ -54,9 +57,12 @@ class Services:
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
     context: ContextService | None = None  # None without `model-context`
+    export: ExportService | None = None  # None without `transcript-export`
+    turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context]
+        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context,
+                 self.export, self.turn_positions]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -80,7 +86,8 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context")
+    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context",
+             "export", "turn_positions")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from reference_impl.store.attachments import AttachmentStatements
 from reference_impl.store.context import ContextStatements
 from reference_impl.store.deletion import DeletionStatements
+from reference_impl.store.export import ExportStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
@@ -32,6 +33,7 @@ class Transaction(
     AttachmentStatements,
     DeletionStatements,
     ContextStatements,
+    ExportStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

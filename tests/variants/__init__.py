@@ -33,6 +33,7 @@ MINIMUM_LIMITS = Limits(
     max_lease_seconds=2,
     max_context_record_bytes=64,  # CONTEXT-LIMITS-001: at least 64, at most max_record_bytes / 8
     max_context_bytes=256,  # and at least 4 times the record cap
+    max_export_records=1000,  # EXPORT-LIMIT-001: at least 1000 and at least max_page_size
 )
 LEASE_PATH = re.compile(r"^/sessions/[^/]+/lease$")
 
@@ -47,7 +48,7 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     return reference_app(
         replace(
             settings,
-            disabled_capabilities=frozenset({"writer-lease", "model-context"}),
+            disabled_capabilities=frozenset({"writer-lease", "model-context", "transcript-export", "turn-by-position"}),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
             records_examined_diagnostics=False,
