@@ -1,16 +1,19 @@
 """What the suite leaves on a target: every session it created, found in the recorded exchanges.
 
 Every id the suite chooses carries the run's prefix; sessions whose ids the server chose (fuzzing
-lets it) are listed too. The spec offers no way to delete a session yet, so the report lists them.
-When the spec gains `DELETE /sessions/{session_id}`, `finish` removes them here, children before
-parents (the reverse order of creation), and accepts 404 as already gone.
+lets it) are listed too. When the target advertises `sharing` (which brings purge), `finish` purges
+them as the principal that created each, children before parents (a purge of a session with a
+live descendant answers 409, so those are retried after their children went), and counts 404 as
+already gone. Whatever could not be removed, or everything without `sharing`, is listed in the report.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
 
 import spec
 from conformance.results import Cleanup, Exchange
@@ -45,22 +48,45 @@ class CreatedSessions:
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self._ids: dict[str, None] = {}
+        self._ids: dict[str, str | None] = {}  # session id -> the principal that created it
 
-    def add(self, session_ids: Iterable[str]) -> None:
+    def add(self, session_ids: Iterable[str], principal: str | None = None) -> None:
         for session_id in session_ids:
-            self._ids[session_id] = None
+            self._ids.setdefault(session_id, principal)
 
     def scan(self, exchanges: Iterable[Exchange]) -> None:
-        self.add(session for session in map(created_session, exchanges) if session)
+        for exchange in exchanges:
+            session = created_session(exchange)
+            if session:
+                self.add([session], exchange.principal)
+
+    def creator(self, session_id: str) -> str | None:
+        return self._ids.get(session_id)
 
     @property
     def ids(self) -> list[str]:
         return list(self._ids)
 
-    def finish(self, keep: bool) -> Cleanup:
-        """What becomes of the created sessions: kept with `--keep`, otherwise left behind for as
-        long as the spec offers no deletion."""
+    def remove(self, purge: Callable[[str, str | None], int | None], workers: int = 4) -> list[str]:
+        """Purge every created session, newest first; `purge(session_id, creator)` answers a status
+        (None when the target could not be reached). Returns the ids that are gone."""
+        order = list(reversed(self.ids))
+        gone: list[str] = []
+        blocked: list[str] = []
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            for session_id, status in zip(order, pool.map(lambda s: purge(s, self.creator(s)), order)):
+                if status in (204, 404):
+                    gone.append(session_id)
+                elif status == 409:  # a descendant was still there when it was asked
+                    blocked.append(session_id)
+        for session_id in blocked:  # newest first, after every child had its turn
+            if purge(session_id, self.creator(session_id)) in (204, 404):
+                gone.append(session_id)
+        return gone
+
+    def finish(self, keep: bool, purge: Callable[[str, str | None], int | None] | None = None, workers: int = 4) -> Cleanup:
+        """What becomes of the created sessions: kept with `--keep`, purged when `purge` is given
+        (the target advertises `sharing`), otherwise left behind and listed."""
         ids = self.ids
         server_chosen = sum(1 for session in ids if not session.startswith(self.prefix))
         count = f"{len(ids)} session{'s' if len(ids) != 1 else ''} with prefix {self.prefix}"
@@ -73,8 +99,15 @@ class CreatedSessions:
             note = f"kept (--keep): {count}"
         elif not ids:
             note = "nothing left behind: the run created no session"
-        elif deletion_supported():  # the spec grew DELETE: deleting here is the small addition left to make
-            note = f"left behind: {count}; this suite version does not delete sessions yet"
+        elif purge is not None:
+            removed = self.remove(purge, workers)
+            left = len(ids) - len(removed)
+            note = f"removed {len(removed)} of {count}" + (
+                f"; {left} left behind (the purge did not answer 204 or 404; listed in the JSON report)" if left else ""
+            )
+            return Cleanup(prefix=self.prefix, sessions=ids, removed=removed, kept=False, note=note)
+        elif deletion_supported():
+            note = f"left behind: {count}; the target does not advertise `sharing`, which brings purge"
         else:
             note = f"left behind: {count}; the API offers no deletion in spec {spec.spec_version()}"
         return Cleanup(prefix=self.prefix, sessions=ids, removed=[], kept=keep, note=note)

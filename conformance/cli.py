@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--token", action="append", dest="tokens", help="bearer token of one principal; give two or more")
     check.add_argument("--strict", action="store_true", default=None, help="SHOULD failures gate too")
     check.add_argument("--seed", type=int, help="replay a run's random choices")
+    check.add_argument(
+        "--depth", choices=("quick", "deep"),
+        help="run depth: quick (default; every check, few generated cases) or deep (nightly: many more generated cases)",
+    )
     check.add_argument("--select", action="append", help="run checks whose name or requirement ID starts with this")
     check.add_argument("--expected-failures", help="the target's expected-failures YAML file")
     check.add_argument("--report-json", help="write the JSON report here")
@@ -61,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--keep", action="store_true", default=None,
-        help="keep everything the suite creates (the API offers no deletion yet, so today only the report's wording changes)",
+        help="keep everything the suite creates (by default it is purged at the end when the target offers purge)",
     )
     check.add_argument("--list", action="store_true", help="list the checks and their requirement IDs, then exit")
     check.add_argument("--quiet", action="store_true", help="no progress display")
@@ -127,6 +131,7 @@ def _check(args: argparse.Namespace) -> int:
             "tokens": args.tokens,
             "profile": args.profile,
             "keep": args.keep,
+            "depth": args.depth,
             "skip_preflight": args.skip_preflight,
         }
         if args.embedded:
@@ -143,7 +148,7 @@ def _check(args: argparse.Namespace) -> int:
             raise ConfigError(f"no check matches --select {', '.join(config.select)}")
         console.print(
             f"session-lineage conformance {SUITE_VERSION} → {config.target}  "
-            f"seed {config.seed}  ids {config.id_prefix}*  {len(selected)} checks",
+            f"seed {config.seed}  ids {config.id_prefix}*  {len(selected)} checks  depth {config.depth}",
             highlight=False,
         )
         preflight = run_preflight(config, [(what, path) for what, path, _ in reports], [c.name for c in checks])

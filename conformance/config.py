@@ -38,8 +38,9 @@ class Config:
     id_prefix: str = ""
     replicas: tuple[str, ...] = ()  # more base URLs of the same deployment
     concurrency: int = 32
-    fuzz_examples: int = 25
-    stateful_examples: int = 20
+    depth: str = "quick"  # run depth: how much generated input (see DEPTHS); not a profile
+    fuzz_examples: int = 5
+    stateful_examples: int = 5
     profile: str | None = None  # the claim, NAME or NAME@VERSION; None: the target's or the default
     keep: bool = False  # keep what the suite created (today nothing can be removed anyway)
     skip_preflight: tuple[str, ...] = ()  # preflight items not to run
@@ -173,6 +174,22 @@ def _positive_float(value: Any) -> float:
     return number
 
 
+# Run depths: how many generated cases the random layers (Schemathesis, the state machines) try.
+# Every deterministic check runs in full at any depth; `deep` is for nightly runs. An explicit
+# `fuzz_examples` or `stateful_examples` wins over the depth's number.
+DEPTHS: dict[str, dict[str, int]] = {
+    "quick": {"fuzz_examples": 5, "stateful_examples": 5},
+    "deep": {"fuzz_examples": 100, "stateful_examples": 100},
+}
+
+
+def _depth(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in DEPTHS:
+        raise ValueError(f"expected one of {', '.join(DEPTHS)}")
+    return text
+
+
 KEYS = (
     Key("target", _url, required=True, help="base URL of the server under test"),
     Key("tokens", _tokens, required=True, help="bearer tokens of two or more principals: a list (roles owner, stranger, reader, writer, outsider, in that order) or a mapping role: token"),
@@ -185,10 +202,11 @@ KEYS = (
     Key("id_prefix", _string, help="prefix of every id the suite creates (default: random per run)"),
     Key("replicas", _urls, help="more base URLs of the same deployment; concurrency checks spread requests across all"),
     Key("concurrency", _positive_int, help="parallel requests in concurrency checks"),
-    Key("fuzz_examples", _positive_int, help="Schemathesis examples per operation"),
-    Key("stateful_examples", _positive_int, help="Hypothesis state-machine runs"),
+    Key("depth", _depth, help="run depth: quick (default, a CI gate) or deep (nightly: 20 times the generated cases)"),
+    Key("fuzz_examples", _positive_int, help="Schemathesis examples per operation (default from the depth)"),
+    Key("stateful_examples", _positive_int, help="Hypothesis state-machine runs (default from the depth)"),
     Key("profile", _claim, help="the profile the target claims, NAME or NAME@VERSION (default: full at the suite's spec version)"),
-    Key("keep", _bool, help="keep every session the suite creates (the API offers no deletion yet)"),
+    Key("keep", _bool, help="keep every session the suite creates (otherwise purged at the end where the target offers purge)"),
     Key("skip_preflight", _preflight_names, help="preflight items not to run, comma-separated"),
 )
 KEY_NAMES = {key.name for key in KEYS}
@@ -233,6 +251,8 @@ def load(
             values[key.name] = key.parse(raw[key.name])
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"invalid '{key.name}' ({key.env}): {exc}") from None
+    for name, number in DEPTHS[values.get("depth", "quick")].items():
+        values.setdefault(name, number)
     values.setdefault("seed", random.SystemRandom().randrange(2**32))
     values.setdefault("id_prefix", f"slc-{secrets.token_hex(4)}-")
     return Config(**values)

@@ -126,16 +126,60 @@ class Matrix:
 
     def render(self) -> str:
         """One compact table per position: roles down, operations across; `!` marks a wrong answer."""
-        found = {(cell.role, cell.position, cell.operation): cell for cell in self.cells}
-        widths = [max(len(operation), 5) for operation in self.operations]
-        lines = []
-        for position in POSITIONS:
-            lines.append(f"{position:>10} | " + " | ".join(f"{op:>{w}}" for op, w in zip(self.operations, widths)))
-            for role in ROLES:
-                row = []
-                for operation, width in zip(self.operations, widths):
-                    cell = found.get((role, position, operation))
-                    text = "-" if cell is None else (cell.observed or "?").split(" ")[0] + ("" if cell.ok else "!")
-                    row.append(f"{text:>{width}}")
-                lines.append(f"{role:>10} | " + " | ".join(row))
-        return "\n".join(lines)
+        return render_text(self.as_details())
+
+
+DETAILS_KEY = "authorization_matrix"  # where the check publishes the matrix in `CheckResult.details`
+
+
+def grid(details: dict[str, Any]) -> list[tuple[str, list[str], list[tuple[str, list[str]]]]]:
+    """The published matrix as tables: per position, the operations, then one row per role.
+
+    A cell shows the observed status (its first word), with `!` when it differs from the expected
+    answer, or `-` when the run did not check it (attachments not advertised, for example).
+    """
+    axes = details.get("axes", {})
+    operations = list(axes.get("operations", OPERATIONS))
+    found = {(c.get("role"), c.get("position"), c.get("operation")): c for c in details.get("cells", [])}
+    tables = []
+    for position in axes.get("positions", POSITIONS):
+        rows = []
+        for role in axes.get("roles", ROLES):
+            row = []
+            for operation in operations:
+                cell = found.get((role, position, operation))
+                if cell is None:
+                    row.append("-")
+                else:
+                    row.append(str(cell.get("observed") or "?").split(" ")[0] + ("" if cell.get("ok") else "!"))
+            rows.append((role, row))
+        tables.append((position, operations, rows))
+    return tables
+
+
+def summary(details: dict[str, Any]) -> str:
+    """`135 of 165 cells checked, 0 answered wrongly`."""
+    cells = details.get("cells", [])
+    wrong = sum(1 for cell in cells if not cell.get("ok"))
+    return f"{len(cells)} of {details.get('size', len(cells))} cells checked, {wrong} answered wrongly"
+
+
+def render_text(details: dict[str, Any]) -> str:
+    lines = []
+    for position, operations, rows in grid(details):
+        widths = [max(len(operation), 5) for operation in operations]
+        lines.append(f"{position:>10} | " + " | ".join(f"{op:>{w}}" for op, w in zip(operations, widths)))
+        for role, row in rows:
+            lines.append(f"{role:>10} | " + " | ".join(f"{text:>{w}}" for text, w in zip(row, widths)))
+    return "\n".join(lines)
+
+
+def render_markdown(details: dict[str, Any]) -> str:
+    """One Markdown table per position (roles down, operations across)."""
+    blocks = []
+    for position, operations, rows in grid(details):
+        head = f"| {position} | " + " | ".join(operations) + " |"
+        rule = "| --- " * (len(operations) + 1) + "|"
+        body = [f"| {role} | " + " | ".join(row) + " |" for role, row in rows]
+        blocks.append("\n".join([head, rule, *body]))
+    return "\n\n".join(blocks)

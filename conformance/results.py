@@ -60,6 +60,7 @@ class CheckResult:
     reason: str | None = None  # why out of scope or skipped, or the expected-failure reason
     link: str | None = None  # the expected-failure entry's link, kept apart from its reason
     untestable: bool = False  # FAIL because the target lacks a capability the claimed profile needs
+    details: dict[str, Any] = field(default_factory=dict)  # what the check published (the authorization matrix)
 
 
 @dataclass

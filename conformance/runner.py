@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import quote
 
 import spec
 from conformance import SUITE_VERSION
@@ -30,6 +31,7 @@ from conformance.errors import CheckFailed, TargetUnreachable, Unsupported
 from conformance.profiles import Claim, Scope, profile_results, resolve_claim, summary_text
 from conformance.registry import Check, all_checks, select
 from conformance.results import (
+    Cleanup,
     NOT_VERIFIABLE,
     CheckResult,
     Exchange,
@@ -119,6 +121,22 @@ class Target:
         result = self._run_one(item)
         return _apply_expected(result, self.expected)
 
+    def cleanup(self) -> Cleanup:
+        """Purge what the run created, as its creator, when the target offers purge (`sharing`)."""
+        if self.config.keep or "sharing" not in self.advertised():
+            return self.created.finish(self.config.keep)
+        by_name = {client.principal: client for client in self.clients}
+
+        def purge(session_id: str, creator: str | None) -> int | None:
+            client = by_name.get(creator) or self.clients[0]
+            try:
+                answer = client.post(f"/sessions/{quote(session_id, safe='')}/purge", validate_response=False)
+            except TargetUnreachable:
+                return None
+            return answer.status
+
+        return self.created.finish(False, purge, workers=min(8, self.config.concurrency))
+
     def close(self) -> None:
         for client in [c for group in self.replicas for c in group] + [self.anonymous]:
             client.close()
@@ -172,6 +190,7 @@ class Target:
             result = _result(item, self.catalogue, Outcome.PASS, "", **extra)
         finally:
             self.created.scan([*self.recorder.exchanges, *self.generated])
+        result.details = dict(context.details)
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return result
 
@@ -227,7 +246,9 @@ def run(
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     selected = select(checks if checks is not None else all_checks(), config.select)
     target = Target(config, capabilities, expected)
-    target.created.add(created or [])
+    for session in created or []:  # preflight's sessions: `<prefix>preflight-p<N>` was made by principal N
+        made_by = re.search(r"preflight-p(\d+)$", session)
+        target.created.add([session], f"principal-{made_by.group(1)}" if made_by else "principal-1")
     catalogue = target.catalogue
     notes: list[str] = []
     results: list[CheckResult] = []
@@ -259,6 +280,7 @@ def run(
             results.append(result)
             if progress:
                 progress("done", item, result)
+        cleanup = target.cleanup()
     finally:
         target.close()
 
@@ -289,7 +311,7 @@ def run(
         summary=summary,
         preflight=list(preflight or []),
         deployment_only=deployment_only(catalogue),
-        cleanup=target.created.finish(config.keep),
+        cleanup=cleanup,
     )
 
 

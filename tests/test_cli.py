@@ -46,7 +46,7 @@ def test_embedded_run_writes_every_report(tmp_path, capsys) -> None:
     assert sum(int(s.get("tests", 0)) for s in suites.iter("testsuite")) == selected + deployment_only
     assert "conformant" in paths["summary.md"].read_text()
     err = capsys.readouterr().err
-    assert "seed 7" in err and "profiles at" in err and "left behind:" in err
+    assert "seed 7" in err and "profiles at" in err and "removed " in err and "left behind" not in err
 
 
 def test_unreachable_target_is_one_message_and_exit_2(monkeypatch, capsys) -> None:

@@ -18,7 +18,10 @@ TOKENS = {"layer-alice": "alice", "layer-bob": "bob"}
 
 def failed_requirements(app: Any, select: str, seed: int = 11) -> set[str]:
     with serve_app(app) as server:
-        config = load(overrides={"target": server.url, "tokens": list(TOKENS), "select": [select], "seed": seed}, environ={})
+        # Each layer alone, at the generated-case counts of a deeper run than the quick default:
+        # these tests show what a layer can catch, not what one quick run samples.
+        config = load(overrides={"target": server.url, "tokens": list(TOKENS), "select": [select], "seed": seed,
+                                 "fuzz_examples": 25, "stateful_examples": 20}, environ={})
         result = run(config)
     assert all(c.outcome is not Outcome.ERROR for c in result.checks), [c.message for c in result.checks]
     return {v.id for v in result.requirements if v.outcome is Outcome.FAIL}

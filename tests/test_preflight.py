@@ -64,8 +64,9 @@ def test_a_correct_set_up_passes_every_item(server, tmp_path, capsys) -> None:
     assert "tokens (2 accepted), principals (2 distinct), replicas (none), reports (1 writable)" in first
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [item["name"] for item in report["preflight"]] == list(ITEM_NAMES)
-    # the session preflight created to tell the principals apart is listed among those left behind
-    assert any(session.endswith("preflight-p1") for session in report["cleanup"]["left_behind"])
+    # the session preflight created to tell the principals apart is purged with the rest
+    assert any(session.endswith("preflight-p1") for session in report["cleanup"]["removed"])
+    assert report["cleanup"]["left_behind"] == []
 
 
 def test_unreachable_target(tmp_path, capsys) -> None:

@@ -17,6 +17,7 @@ from rich.text import Text
 from conformance.curl import printable
 from conformance.profiles import describe
 from conformance.reports.markdown import COLUMNS, LABELS, STATUS_WORDS, chapter_counts
+from conformance import matrix
 from conformance.results import NOT_VERIFIABLE, Outcome, PreflightItem, RunResult, Verdict
 
 STYLES = {
@@ -91,6 +92,11 @@ def render_console(result: RunResult, console: Console) -> None:
             first = check.message.splitlines()[0] if check.message else ""
         line.append(printable(first if len(first) <= 240 else first[:237] + "..."))
         console.print(line)
+    for check in result.checks:
+        details = check.details.get(matrix.DETAILS_KEY)
+        if details:
+            console.print(Text(f"authorization matrix ({check.name}): {matrix.summary(details)}", style="bold"))
+            console.print(Text(matrix.render_text(details)), soft_wrap=True)
     for note in result.notes:
         console.print(Text(f"note: {printable(note)}", style="yellow"))
     if result.deployment_only:

@@ -18,13 +18,14 @@ import spec
 from conformance.curl import describe_response, printable
 from conformance.profiles import describe
 from conformance.reports.markdown import COLUMNS, LABELS, STATUS_WORDS
+from conformance import matrix
 from conformance.results import NOT_VERIFIABLE, CheckResult, Outcome, RunResult
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 75em; padding: 0 1em; color: #1d1d1f; }
 h1 { font-size: 1.5em; margin-bottom: .2em; } h2 { font-size: 1.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .5em 0; } th, td { border: 1px solid #ccc; padding: .2em .6em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; } td.n { text-align: right; }
+th { background: #f3f3f3; } td.n { text-align: right; } td.bad { color: #b3261e; font-weight: 600; }
 pre { background: #f6f6f6; border: 1px solid #ddd; padding: .6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 details { border: 1px solid #ddd; border-radius: 4px; margin: .3em 0; padding: .2em .6em; }
 summary { cursor: pointer; } code { font-size: .95em; }
@@ -200,6 +201,9 @@ def _check(check: CheckResult) -> str:
         body.append(f"<pre>{_e(check.message)}</pre>")
     if check.reason:
         body.append(f"<p>reason: {_e(check.reason)}{_link(check.link)}</p>")
+    table = check.details.get(matrix.DETAILS_KEY)
+    if table:
+        body.append(_matrix(table))
     if check.reproducer:
         body.append(f"<p>reproduce (shell script; tokens from the environment):</p><pre>{_e(check.reproducer)}</pre>")
     if check.exchange is not None:
@@ -209,6 +213,21 @@ def _check(check: CheckResult) -> str:
         f"<details{' open' if bad else ''}><summary>{_outcome(check.outcome)} <code>{_e(check.name)}</code> "
         f'<span class="muted">[{_e(", ".join(ids))}]</span></summary>{"".join(body)}</details>'
     )
+
+
+def _matrix(details: dict[str, Any]) -> str:
+    """The authorization matrix: one table per position, wrong answers marked."""
+    parts = [f"<p>authorization matrix: {_e(matrix.summary(details))}; <code>!</code> marks a wrong answer, <code>-</code> a cell not checked</p>"]
+    for position, operations, rows in matrix.grid(details):
+        head = f"<tr><th>{_e(position)}</th>" + "".join(f"<th>{_e(op)}</th>" for op in operations) + "</tr>"
+        body = "".join(
+            f"<tr><th>{_e(role)}</th>"
+            + "".join(f'<td class="{"bad" if text.endswith("!") else ""}">{_e(text)}</td>' for text in row)
+            + "</tr>"
+            for role, row in rows
+        )
+        parts.append(f"<table>{head}{body}</table>")
+    return "".join(parts)
 
 
 def _deployment_only(result: RunResult) -> str:

@@ -98,6 +98,7 @@ def _check(check: CheckResult) -> dict[str, Any]:
         "seed": check.seed,
         "reproducer": check.reproducer,
         "response": describe_response(check.exchange) if check.exchange else None,
+        "details": check.details,
     }
 
 

@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from conformance.curl import describe_response, printable
+from conformance import matrix
 from conformance.results import NOT_VERIFIABLE, CheckResult, Outcome, RunResult
 
 SUITE_NAME = "session-lineage-conformance"
@@ -119,6 +120,15 @@ def _testcase(check: CheckResult) -> ET.Element:
         out.text = printable(
             f"listed as an expected failure ({check.reason or 'no reason given'}) but passed; "
             "remove it from the expected-failures file"
+        )
+    details = check.details.get(matrix.DETAILS_KEY)
+    if details:
+        out = case.find("system-out")
+        if out is None:
+            out = ET.SubElement(case, "system-out")
+            out.text = ""
+        out.text = (out.text + "\n\n" if out.text else "") + printable(
+            f"authorization matrix: {matrix.summary(details)}\n{matrix.render_text(details)}"
         )
     if check.link:
         properties = ET.Element("properties")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from conformance.curl import describe_response, printable
 from conformance.profiles import describe
+from conformance import matrix
 from conformance.results import NOT_VERIFIABLE, CheckResult, Outcome, RunResult, Verdict
 
 COLUMNS = (
@@ -56,6 +57,7 @@ def render_markdown(result: RunResult) -> str:
     if result.profiles:
         blocks.append(_profiles_table(result))
     blocks += [_counts_table(result), _chapter_table(result)]
+    blocks += _matrices(result)
     failures = [c for c in result.checks if c.outcome in (Outcome.FAIL, Outcome.ERROR)]
     if failures:
         blocks.append(f"### Failures ({len(failures)})")
@@ -108,6 +110,21 @@ def write_markdown(result: RunResult, path: str | os.PathLike[str]) -> None:
         if existing:
             handle.write("\n")
         handle.write(render_markdown(result))
+
+
+def _matrices(result: RunResult) -> list[str]:
+    """The authorization matrix, wherever a check published one."""
+    blocks = []
+    for check in result.checks:
+        details = check.details.get(matrix.DETAILS_KEY)
+        if details:
+            blocks.append(f"### Authorization matrix ({_escape(matrix.summary(details))})")
+            blocks.append(
+                f"From {_name(check)}: observed status per role (rows) and operation (columns) at each "
+                "position of a three-owner chain; `!` marks a wrong answer, `-` a cell not checked.\n\n"
+                + matrix.render_markdown(details)
+            )
+    return blocks
 
 
 def _header(result: RunResult) -> str:
