@@ -177,3 +177,28 @@ def test_segment_plan_is_what_a_turn_reads() -> None:
     from reference_impl.store.transcript import page_plan
 
     assert page_plan([Segment("s", 9, 19)], 201) == [(Segment("s", 9, 19), 10)]
+
+
+# ---------------------------------------------------------------- vectors
+def test_export_vectors_match_their_schema_and_have_unique_descriptions() -> None:
+    import json
+    from pathlib import Path
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    root = Path(__file__).resolve().parent.parent / "fixtures"
+    lineage = json.loads((root / "lineage.schema.json").read_text())
+    schema = json.loads((root / "export.schema.json").read_text())
+    registry = Registry().with_resources(
+        [(lineage["$id"], Resource.from_contents(lineage)), (schema["$id"], Resource.from_contents(schema))]
+    )
+    cases = json.loads((root / "export" / "positions.json").read_text())
+    errors = list(Draft202012Validator(schema, registry=registry).iter_errors(cases))
+    assert not errors, errors[0].message
+    descriptions = [case["description"] for case in cases]
+    assert len(set(descriptions)) == len(descriptions)
+    for case in cases:  # every turn an expectation names was introduced by a turn step
+        introduced = {step["turn"] for step in case["steps"] if step["op"] == "turn"}
+        for want in case["expect"].values():
+            assert set(want["turns"]) <= introduced, case["description"]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import fixtures
 
 from conformance.checks.authorization import grant
 from conformance.checks.diagnostics import DEPTHS, records_examined, round_trips
+from conformance.checks.vectors import CaseRun
 from conformance.client import Response, describe
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
@@ -329,3 +334,50 @@ def turn_at_cost(ctx: CheckContext) -> None:
     ctx.expect(not over, f"reads of a turn by position cost more than {TURN_ROUND_TRIPS} round trips: {over[:6]}")
     ctx.expect(not examined, f"reads of a turn by position examined more than the records returned + "
                f"{EXAMINED_ALLOWANCE}: {examined[:6]}")
+
+
+# ---------------------------------------------------------------- vectors
+VECTORS = Path(fixtures.__file__).resolve().parent / "export" / "positions.json"
+
+
+class PositionCase(CaseRun):
+    """A case of fixtures/export: the lineage vectors' steps, then every session's effective turns
+    (by position and in the export) and its effective transcript (in the export)."""
+
+    def run(self) -> None:
+        for step in self.case["steps"]:
+            getattr(self, f"op_{step['op']}")(step)
+        for name, want in self.case["expect"].items():
+            sid = self.sessions[name]
+            turns = [self.turns[turn] for turn in want["turns"]]
+            records = [(self.sessions[owner], index) for owner, index in want["records"]]
+            if self.ctx.has(EXPORT):
+                _, body = export(self.ctx, sid)
+                got_turns = [turn.get("turn_id") if isinstance(turn, dict) else turn for turn in body["turns"]]
+                self.ctx.expect(got_turns == turns, f"export of {name}: turns {self.names(got_turns)}, expected {want['turns']}",
+                                "EXPORT-READ-001")
+                got = self.ctx.keys(body["records"])
+                self.ctx.expect(got == records, f"export of {name}: records {self.symbolic(got)}, expected "
+                                f"{self.symbolic(records)}", "EXPORT-READ-001")
+            if self.ctx.has(POSITIONS):
+                for position, turn_id in enumerate(turns, start=1):
+                    body = turn_body(self.ctx, turn_at(self.ctx, sid, position))
+                    got_id = body["turn"].get("turn_id")
+                    self.ctx.expect(got_id == turn_id, f"{name} position {position}: turn {self.names([got_id])}, expected "
+                                    f"{want['turns'][position - 1]}", "TURN-POS-READ-001")
+                beyond = turn_at(self.ctx, sid, len(turns) + 1)
+                self.ctx.expect_status(beyond, 404, "not-found", "TURN-POS-RANGE-001")
+
+    def names(self, turn_ids: list[Any]) -> list[str]:
+        back = {tid: name for name, tid in self.turns.items()}
+        return [back.get(tid, str(tid)) for tid in turn_ids]
+
+
+@check("EXPORT-READ-001", "TURN-POS-READ-001", title="The vectors of fixtures/export: effective turns by position and in the export",
+       needs=(EXPORT, POSITIONS))
+def position_vectors(ctx: CheckContext) -> None:
+    for case in json.loads(VECTORS.read_text(encoding="utf-8")):
+        try:
+            PositionCase(ctx, case).run()
+        except CheckFailed as failure:
+            raise CheckFailed(f"{case['description']}: {failure.message}", failure.requirements, failure.exchange) from None
