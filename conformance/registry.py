@@ -21,6 +21,7 @@ CHECK_MODULES = (
     "authorization",
     "context",
     "export",
+    "suspend",
     "errors",
     "vectors",
     "stateful",

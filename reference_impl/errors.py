@@ -115,3 +115,7 @@ class AttachmentInherited(DomainError):
 
 class ExportTooLarge(DomainError):
     kind = "export-too-large"
+class TurnNotSuspended(DomainError):
+    """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
+
+    kind = "turn-not-suspended"

@@ -108,6 +108,13 @@ OPTIONAL_OPERATIONS = {
     "attachments": [("POST", "/sessions/{sid}/attachments", {}), ("GET", "/sessions/{sid}/attachments/a1", None)],
     "transcript-export": [("GET", "/sessions/{sid}/export", None)],
     "turn-by-position": [("GET", "/sessions/{sid}/effective-turns/1", None)],
+    "model-context": [("GET", "/sessions/{sid}/context", None)],
+    "suspend": [
+        ("GET", "/sessions/{sid}/turns/t1", None),
+        ("POST", "/sessions/{sid}/turns/t1/suspend", None),
+        ("POST", "/sessions/{sid}/turns/t1/recover", None),
+        ("POST", "/sessions/{sid}/turns/t1/inputs", {"content": {}}),
+    ],
 }
 
 

@@ -165,4 +165,7 @@ def open_store(settings: Settings, transaction_class: type[Transaction] = Transa
 
 def create_app(settings: Settings) -> Starlette:
     """Open (and migrate) the database named by the settings, then build the application."""
-    return build_app(build_services(open_store(settings), settings), settings)
+    services = build_services(open_store(settings), settings)
+    if services.suspend is not None:
+        services.suspend.interrupt_running_turns()  # SUSPEND-INTERRUPTED-001: turns left running
+    return build_app(services, settings)

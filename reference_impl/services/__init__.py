@@ -22,6 +22,7 @@ from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
@@ -41,6 +42,7 @@ PARTS: dict[str, type] = {
     "context": ContextService,
     "export": ExportService,
     "turn_positions": TurnPositionService,
+    "suspend": SuspendService,
 }
 
 
@@ -59,10 +61,11 @@ class Services:
     context: ContextService | None = None  # None without `model-context`
     export: ExportService | None = None  # None without `transcript-export`
     turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
+    suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
         found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context,
-                 self.export, self.turn_positions]
+                 self.export, self.turn_positions, self.suspend]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -87,7 +90,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         return cls(store, limits, access)
 
     names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context",
-             "export", "turn_positions")
+             "export", "turn_positions", "suspend")
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](

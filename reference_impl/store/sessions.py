@@ -59,7 +59,7 @@ class SessionStatements(Statements):
     def last_finished_turn(self, session_id: str) -> TurnRow | None:
         query = (
             select(t.turns)
-            .where(t.turns.c.session_id == session_id, t.turns.c.status != "running")
+            .where(t.turns.c.session_id == session_id, t.turns.c.end_record_index.is_not(None))
             .order_by(t.turns.c.turn_index.desc())
             .limit(1)
         )
@@ -70,7 +70,11 @@ class SessionStatements(Statements):
         """Mark the session as running `turn_id`; (turn index, first record index) or None."""
         query = (
             update(t.sessions)
-            .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id.is_(None))
+            .where(
+                t.sessions.c.session_id == session_id,
+                t.sessions.c.running_turn_id.is_(None),
+                t.sessions.c.suspended_turn_id.is_(None),  # a suspended or interrupted turn holds the slot too
+            )
             .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1)
             .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
         )

@@ -18,6 +18,7 @@ from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.sessions import SessionStatements
+from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
 
 __all__ = ["Store", "Transaction", "IntegrityError", "StorageError"]
@@ -34,6 +35,7 @@ class Transaction(
     DeletionStatements,
     ContextStatements,
     ExportStatements,
+    SuspendStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""
 

@@ -24,6 +24,8 @@ sessions = Table(
     Column("deleted_at", String(40)),
     # Children not purged yet; a fork counts itself in under the row lock, a purge needs 0.
     Column("child_count", Integer, nullable=False, server_default="0"),
+    # The turn holding the slot while suspended or interrupted (running_turn_id is then NULL).
+    Column("suspended_turn_id", ID),
     Index("ix_sessions_owner", "owner", "session_id"),
 )
 
@@ -120,4 +122,41 @@ attachments = Table(
     Column("sha256", String(64), nullable=False),
     Column("content", LargeBinary, nullable=False),
     Column("created_at", String(40), nullable=False),
+)
+
+# The input queue of a turn (capability `suspend`): inputs wait `pending` until delivered (appended
+# as records of type `input`) or dropped (by a suspension or an interruption).
+turn_inputs = Table(
+    "turn_inputs",
+    metadata,
+    Column("input_id", String(64), primary_key=True),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
+    Column("turn_id", ID, nullable=False),
+    Column("input_index", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("queued_at", String(40), nullable=False),
+    Column("record_id", String(64)),
+    Column("settled_at", String(40)),
+    Index("uq_turn_inputs_turn_index", "turn_id", "input_index", unique=True),
+    Index("ix_turn_inputs_session", "session_id"),
+)
+
+# Legacy imports (capability `legacy-import`): one row per (principal, legacy session id). The
+# row is claimed while an upload works on it; `bytes_done`/`lines_done` say where a re-upload
+# continues; `state` holds the progress details (JSON).
+legacy_imports = Table(
+    "legacy_imports",
+    metadata,
+    Column("principal", String(256), primary_key=True),
+    Column("legacy_id", String(256), primary_key=True),
+    Column("session_id", ID),
+    Column("status", String(16), nullable=False),
+    Column("fingerprint", String(96)),
+    Column("bytes_done", Integer, nullable=False),
+    Column("lines_done", Integer, nullable=False),
+    Column("claimed_until", String(40)),
+    Column("state", Text, nullable=False),
+    Column("created_at", String(40), nullable=False),
+    Column("updated_at", String(40), nullable=False),
 )

@@ -10,6 +10,7 @@ from reference_impl.http.routes.grants import GrantsHandlers
 from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
+from reference_impl.http.routes.suspend import SuspendHandlers
 from reference_impl.http.routes.transcript import TranscriptHandlers
 
 CHAPTERS = (
@@ -25,6 +26,7 @@ CHAPTERS = (
     ContextHandlers,
     ExportHandlers,
     TurnPositionHandlers,
+    SuspendHandlers,
 )
 
 __all__ = ["CHAPTERS"]
