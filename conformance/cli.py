@@ -82,6 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--max-lineage-depth", type=int)
     serve.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
+    serve.add_argument(
+        "--legacy", action="store_true",
+        help="run a pre-lineage server (profile legacy): no fork or lineage; clients fork by replay history",
+    )
     serve.set_defaults(handler=_serve)
 
     docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md and spec/site/index.html from the spec")
@@ -227,6 +231,7 @@ def _serve(args: argparse.Namespace) -> int:
         tokens=tokens,
         projects=projects,
         limits=limits,
+        legacy=args.legacy,
     )
     if args.workers > 1:
         from reference_impl.http.factory import settings_to_environment

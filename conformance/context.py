@@ -284,5 +284,15 @@ class CheckContext:
         return ids
 
     @staticmethod
+    def known(value: Any, expected: Any) -> Any:
+        """`value` with only the members `expected` has, at every level: responses are open
+        (VERSION-OPEN-RESPONSE-001), so members of a later minor version never fail a comparison."""
+        if isinstance(value, dict) and isinstance(expected, dict):
+            return {k: CheckContext.known(v, expected[k]) for k, v in value.items() if k in expected}
+        if isinstance(value, list) and isinstance(expected, list) and len(value) == len(expected):
+            return [CheckContext.known(v, e) for v, e in zip(value, expected)]
+        return value
+
+    @staticmethod
     def keys(records: Iterable[dict[str, Any]]) -> list[tuple[str, int]]:
         return [(record["session_id"], record["index"]) for record in records]

@@ -116,6 +116,8 @@ def profile_results(
     for name, entry in scope.profiles.items():
         if spec.version_tuple(entry["since"]) > spec.version_tuple(scope.claim.version):
             continue
+        if entry.get("only_when_claimed") and name != scope.claim.profile:
+            continue  # e.g. `legacy`: a lineage server is not described as a legacy one
         mine = [v for v in verdicts if scope.in_profile(v.id, name)]
         missing = [c for c in scope.capabilities(name) if c not in advertised]
         failed = [v.id for v in mine if v.outcome is Outcome.FAIL and v.level in gating]

@@ -23,6 +23,7 @@ CHECK_MODULES = (
     "export",
     "suspend",
     "errors",
+    "rollout",
     "vectors",
     "stateful",
     "fuzz",

@@ -113,6 +113,22 @@ class AttachmentInherited(DomainError):
     kind = "attachment-inherited"
 
 
+class ReplayHistoryMismatch(DomainError):
+    """`replay_history` contradicts the records that precede the turn (REPLAY-CONFLICT-001)."""
+
+    kind = "replay-history-mismatch"
+
+
+class CapabilityMissing(DomainError):
+    """`Requires-Capabilities` names a capability the server lacks (NEGOTIATE-HEADER-001)."""
+
+    kind = "capability-missing"
+
+    def __init__(self, detail: str, missing: list[str]) -> None:
+        super().__init__(detail)
+        self.members = {"missing_capabilities": list(missing)}
+
+
 class ExportTooLarge(DomainError):
     kind = "export-too-large"
 class TurnNotSuspended(DomainError):

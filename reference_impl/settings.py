@@ -46,6 +46,9 @@ class Settings:
     # Optional capabilities this server runs without (for example `writer-lease`): not advertised,
     # and their operations answer 404.
     disabled_capabilities: frozenset[str] = frozenset()
+    # A pre-lineage server (profile `legacy`, `serve --legacy`): no fork, lineage or idempotent forks;
+    # clients fork by replaying history on a new session's first turn (capability `replay-history`).
+    legacy: bool = False
 
     def directory(self) -> Directory:
         """Which project each principal of the tokens belongs to."""

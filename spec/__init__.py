@@ -89,7 +89,16 @@ def profiles() -> dict[str, dict[str, Any]]:
             else:
                 capabilities[str(item["name"])] = str(item["since"])
         found[str(name)] = {"since": str(entry["since"]), "title": entry["title"], "capabilities": capabilities}
+        if entry.get("only_when_claimed"):
+            found[str(name)]["only_when_claimed"] = True
+        if entry.get("chapters") is not None:
+            found[str(name)]["chapters"] = [str(chapter) for chapter in entry["chapters"]]
     return found
+
+
+def capability_names() -> list[str]:
+    """Every capability name the catalogue defines (core and optional)."""
+    return [str(item["name"]) for item in load_yaml(REQUIREMENTS_PATH)["capabilities"]]
 
 
 def profile_capabilities(profile: str | dict[str, Any], version: str) -> list[str]:
@@ -101,10 +110,14 @@ def profile_capabilities(profile: str | dict[str, Any], version: str) -> list[st
 
 def in_profile(requirement: dict[str, Any], profile: str | dict[str, Any], version: str | None = None) -> bool:
     """Whether a requirement belongs to a profile: it names no `capability` (every server must meet
-    it) or names one of the profile's. With `version`, the requirement (by its `since`) and its
-    capability must also exist at that version of the profile."""
+    it; a profile listing `chapters` holds only those chapters' unconditional rules) or names one of
+    the profile's. With `version`, the requirement (by its `since`) and its capability must also
+    exist at that version of the profile."""
     entry = profiles()[profile] if isinstance(profile, str) else profile
     capability = requirement.get("capability")
+    chapters = entry.get("chapters")
+    if capability is None and chapters is not None and requirement.get("chapter") not in chapters:
+        return False
     if version is None:
         return capability is None or capability in entry["capabilities"]
     if version_tuple(str(requirement.get("since", "0.0.0"))) > version_tuple(version):

@@ -41,6 +41,7 @@ def test_profiles_file_holds_core_and_full() -> None:
         "sharing",
         "attachments",
     ]
+    assert list(profiles["legacy"]["capabilities"]) == ["effective-transcript", "replay-history"]
     # 1.2.0 adds capabilities to full (each chapter its own), none to core.
     assert "model-context" in spec.profile_capabilities("full", "1.2.0")
     assert "model-context" not in spec.profile_capabilities("full", "1.1.0")
@@ -49,6 +50,8 @@ def test_profiles_file_holds_core_and_full() -> None:
     assert all(entry["title"] and spec.version_tuple(entry["since"]) for entry in profiles.values())
     assert spec.profile_capabilities("full", "1.0.0")[-1] == "diagnostics.query-count"
     assert spec.profile_capabilities("full", "1.1.0")[-3:] == ["diagnostics.write-count", "sharing", "attachments"]
+    assert {"replay-history", "rewind"} <= set(spec.profile_capabilities("full", "1.2.0"))
+    assert not {"replay-history", "rewind"} & set(spec.profile_capabilities("full", "1.1.0"))
 
 
 def test_every_capability_a_requirement_names_is_in_some_profile() -> None:

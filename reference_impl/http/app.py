@@ -78,7 +78,7 @@ class OutermostLayer:
 
 async def _domain_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DomainError)
-    response = problem(exc.kind, public_text(request, exc.detail))
+    response = problem(exc.kind, public_text(request, exc.detail), members=getattr(exc, "members", None))
     if response.status_code == 503:
         response.headers["Retry-After"] = "1"
     return response
@@ -146,7 +146,7 @@ def build_app(services: Services, settings: Settings) -> Starlette:
         OutermostLayer,
         count_round_trips=settings.query_count_diagnostics,
         count_writes=settings.write_count_diagnostics,
-        count_records_examined=settings.records_examined_diagnostics,
+        count_records_examined=settings.records_examined_diagnostics and not settings.legacy,  # not in profile legacy
     )
     app.state.services = services
     return app

@@ -23,7 +23,13 @@ class Handlers:
         self.settings = settings
 
     def principal(self, request: Request) -> Caller:
-        return principal_of(request, self.settings.tokens, self.settings.projects)
+        """The caller (401 without valid credentials), then the capabilities the request relies on
+        (`Requires-Capabilities`, 412 when one is missing): both before any other rule."""
+        caller = principal_of(request, self.settings.tokens, self.settings.projects)
+        from reference_impl.http.routes.rollout import check_required
+
+        check_required(request, self.services)
+        return caller
 
     async def body(self, request: Request, schema_file: str) -> dict[str, Any]:
         return await json_body(request, schema_file, self.settings.limits.max_request_bytes)

@@ -12,9 +12,12 @@ import spec
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 
-def problem(kind: str, detail: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+def problem(
+    kind: str, detail: str, headers: Mapping[str, str] | None = None, members: Mapping[str, Any] | None = None
+) -> JSONResponse:
     entry = spec.load_yaml(spec.PROBLEM_TYPES_PATH)["types"][kind]
     body: dict[str, Any] = {
+        **(members or {}),  # extension members (RFC 9457 section 3.2), e.g. `missing_capabilities`
         "type": spec.problem_type_uri(kind),
         "title": entry["title"],
         "status": entry["status"],

@@ -21,11 +21,18 @@ from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.listing import ListingService
+from reference_impl.services.rewind import RewindService
+from reference_impl.services.rollout import ReplayService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
+
+# What a legacy (pre-lineage) server runs and advertises: profile `legacy` of spec/profiles.yaml.
+LEGACY_CAPABILITIES = frozenset(
+    {"effective-transcript", "writer-lease", "replay-history", "diagnostics.query-count", "diagnostics.write-count"}
+)
 
 # Every replaceable part, by the name `build_services` overrides take (tests substitute one).
 PARTS: dict[str, type] = {
@@ -39,6 +46,8 @@ PARTS: dict[str, type] = {
     "listing": ListingService,
     "deletion": DeletionService,
     "attachments": AttachmentsService,
+    "replay": ReplayService,
+    "rewind": RewindService,
     "context": ContextService,
     "export": ExportService,
     "turn_positions": TurnPositionService,
@@ -58,14 +67,18 @@ class Services:
     listing: ListingService | None = None
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
+    replay: ReplayService | None = None  # None without `replay-history`
+    rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
     export: ExportService | None = None  # None without `transcript-export`
     turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
     suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
-        found = [self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion, self.attachments, self.context,
-                 self.export, self.turn_positions, self.suspend]
+        found = [
+            self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
+            self.attachments, self.replay, self.rewind, self.context, self.suspend, self.export, self.turn_positions,
+        ]
         return [chapter for chapter in found if chapter is not None]
 
 
@@ -87,10 +100,14 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         cls = parts[name]
         if any(capability in settings.disabled_capabilities for capability in cls.capabilities):
             return None
+        if settings.legacy and cls.capabilities and not set(cls.capabilities) & LEGACY_CAPABILITIES:
+            return None
         return cls(store, limits, access)
 
-    names = ("sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "context",
-             "export", "turn_positions", "suspend")
+    names = (
+        "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "replay", "rewind",
+        "context", "suspend", "export", "turn_positions",
+    )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
@@ -98,9 +115,11 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         running,
         settings.query_count_diagnostics,
         write_count_diagnostics=settings.write_count_diagnostics,
-        records_examined_diagnostics=settings.records_examined_diagnostics,
+        records_examined_diagnostics=settings.records_examined_diagnostics and not settings.legacy,
     )
+    if settings.legacy:
+        capabilities.only = LEGACY_CAPABILITIES
     return Services(access, capabilities, **built)
 
 
-__all__ = ["Services", "ChapterService", "PARTS", "build_services", "part_name"]
+__all__ = ["LEGACY_CAPABILITIES", "Services", "ChapterService", "PARTS", "build_services", "part_name"]

@@ -25,6 +25,8 @@ class CapabilitiesService:
         self.query_count_diagnostics = query_count_diagnostics
         self.write_count_diagnostics = write_count_diagnostics
         self.records_examined_diagnostics = records_examined_diagnostics
+        self.only: frozenset[str] | None = None  # a legacy server advertises only these
+
 
     def capabilities(self, spec_version: str) -> dict[str, Any]:
         names = list(dict.fromkeys(name for chapter in self.chapters for name in chapter.capabilities))
@@ -40,6 +42,8 @@ class CapabilitiesService:
         if self.records_examined_diagnostics:
             names.append("diagnostics.records-examined")
             diagnostics["records_examined_header"] = "Storage-Records-Examined"
+        if self.only is not None:
+            names = [name for name in names if name in self.only]
         limits = self.limits
         advertised: dict[str, Any] = {
             "max_record_bytes": limits.max_record_bytes,

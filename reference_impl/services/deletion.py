@@ -31,4 +31,5 @@ class DeletionService(ChapterService):
         with self.store.write_records() as records_tx:
             records_tx.delete_records_of(session_id)
         with self.store.write() as tx:
+            tx.delete_pending_action(session_id)  # REWIND-PURGE-001
             tx.purge_session(session_id, parent)

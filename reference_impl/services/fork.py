@@ -23,6 +23,7 @@ from reference_impl.errors import (
     UnknownTurn,
 )
 from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
+from reference_impl.services.rewind import RewindService
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, LineageRow, SessionRow
 from reference_impl.store.store import IntegrityError
@@ -136,6 +137,7 @@ class ForkService(ChapterService):
             raise self.access.not_found(source.session_id)
         tx.insert_session(session_row)
         tx.insert_lineage(lineage_row)
+        RewindService.store_for_fork(tx, child_id, body.get("rewind"))  # REWIND-CREATE-001, same transaction
         child = SessionRow(lineage=LineageRow(**lineage_row), **session_row)
         result = views.fork_result(child)
         if key is not None:

@@ -9,6 +9,7 @@ from reference_impl import views
 from reference_impl.errors import (
     NotFound,
     PayloadTooLarge,
+    ReplayHistoryMismatch,
     SessionExists,
     StorageUnavailable,
     TurnExists,
@@ -49,9 +50,17 @@ class SessionsService(ChapterService):
             return views.session(self.access.visible_session(tx, principal, session_id))
 
     def start_turn(
-        self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None
+        self,
+        principal: str,
+        session_id: str,
+        body: dict[str, Any],
+        lease_id: str | None = None,
+        prefix: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
+        """Start a turn. `prefix`: records rebuilt from replay history (services/rollout.py), written
+        to the new turn before any of its own, in the same transaction."""
         turn_id = body.get("turn_id") or new_key(principal)
+        rebuilt: list[dict[str, Any]] = []
         try:
             with self.store.write() as tx:
                 self.access.writable_session(tx, principal, session_id, lease_id)
@@ -71,9 +80,39 @@ class SessionsService(ChapterService):
                     "finished_at": None,
                 }
                 tx.insert_turn(row)
+                if prefix:
+                    rebuilt = self._rebuild_prefix(tx, session_id, turn_id, turn_index, first_record_index, prefix)
         except IntegrityError as exc:
             raise TurnExists(f"turn {turn_id} already exists") from exc
+        if rebuilt and self.store.split:
+            self._write_reserved_records(session_id, turn_id, 0, rebuilt)
         return views.turn(TurnRow(**row))
+
+    def _rebuild_prefix(
+        self, tx: Transaction, session_id: str, turn_id: str, turn_index: int, first: int, prefix: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """REPLAY-REBUILD-001: the replayed records become the session's first records."""
+        if first != 0:  # records arrived since the replay plan was made: compare instead, and differ
+            raise ReplayHistoryMismatch(f"session {session_id} has records now; the replay history does not match them")
+        start = tx.reserve_record_indexes(session_id, turn_id, len(prefix))
+        assert start == 0
+        created_at = timestamp(utcnow())
+        rows = [
+            {
+                "record_id": new_id(),
+                "session_id": session_id,
+                "record_index": offset,
+                "turn_id": turn_id,
+                "turn_index": turn_index,
+                "record_type": item["type"],
+                "content": item["content"],
+                "created_at": created_at,
+            }
+            for offset, item in enumerate(prefix)
+        ]
+        if not self.store.split:
+            tx.insert_records(rows)
+        return rows
 
     def own_turn(self, tx: Transaction, session_id: str, turn_id: str) -> TurnRow:
         turn = tx.turn(turn_id)
@@ -178,6 +217,8 @@ class SessionsService(ChapterService):
             end = tx.finish_turn(turn_id, body["status"], finished_at)
             if end is None:
                 raise TurnNotRunning(f"turn {turn_id} is not running")
+            if body["status"] == "completed":
+                tx.clear_pending_action(session_id)  # REWIND-CLEAR-001: only a success clears it
         return views.turn(
             TurnRow(
                 turn_id=turn.turn_id,

@@ -17,6 +17,7 @@ from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
 from reference_impl.store.listing import ListingStatements
+from reference_impl.store.rollout import RolloutStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
@@ -33,6 +34,7 @@ class Transaction(
     ListingStatements,
     AttachmentStatements,
     DeletionStatements,
+    RolloutStatements,
     ContextStatements,
     ExportStatements,
     SuspendStatements,

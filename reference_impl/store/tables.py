@@ -124,6 +124,17 @@ attachments = Table(
     Column("created_at", String(40), nullable=False),
 )
 
+# The pending rewind action of a child created by a rewind (capability `rewind`). Its state is
+# not stored: it is `in-flight` exactly while the session's `running_turn_id` is set.
+pending_actions = Table(
+    "pending_actions",
+    metadata,
+    Column("session_id", ID, primary_key=True),  # no foreign key: a purge deletes it explicitly
+    Column("mode", String(16), nullable=False),
+    Column("draft", Text),
+    Column("created_at", String(40), nullable=False),
+)
+
 # The input queue of a turn (capability `suspend`): inputs wait `pending` until delivered (appended
 # as records of type `input`) or dropped (by a suspension or an interruption).
 turn_inputs = Table(

@@ -20,7 +20,9 @@ from reference_impl.settings import Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
 
-MUTANT_MODULES = ("core", "sessions", "fork", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "export")
+MUTANT_MODULES = (
+    "core", "sessions", "fork", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "rollout", "export",
+)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
 from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
+from reference_impl.http.routes.rollout import RolloutHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
 from reference_impl.http.routes.suspend import SuspendHandlers
 from reference_impl.http.routes.transcript import TranscriptHandlers
@@ -23,6 +24,7 @@ CHAPTERS = (
     ListingHandlers,
     DeletionHandlers,
     AttachmentsHandlers,
+    RolloutHandlers,
     ContextHandlers,
     ExportHandlers,
     TurnPositionHandlers,

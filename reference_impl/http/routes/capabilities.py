@@ -17,4 +17,7 @@ class CapabilitiesHandlers(Handlers):
         return [Route("/capabilities", self.capabilities, methods=["GET"])]
 
     async def capabilities(self, request: Request) -> Response:
+        from reference_impl.http.routes.rollout import check_required
+
+        check_required(request, self.services)
         return JSONResponse(self.services.capabilities.capabilities(spec.spec_version()))

@@ -8,6 +8,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
+from reference_impl.http.routes.rollout import refuse_fields_of_missing_capabilities
 from reference_impl.http.requests import idempotency_key, path_id, scope_ids
 
 
@@ -24,6 +25,7 @@ class ForkHandlers(Handlers):
         body = scope_ids(
             principal, await self.body(request, "fork-request.json"), ("target_session_id",), ("cut", "turn_id")
         )
+        refuse_fields_of_missing_capabilities(self.services, body, {"rewind": "rewind"})
         outcome = await run_in_threadpool(self.services.fork.fork, principal, session_id, body, key)
         return JSONResponse(
             outcome.body,

@@ -9,6 +9,7 @@ from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id, scope_ids, writer_lease
+from reference_impl.http.routes.rollout import start_turn_with_replay
 
 
 class SessionsHandlers(Handlers):
@@ -39,6 +40,8 @@ class SessionsHandlers(Handlers):
         session_id = path_id(request, "session_id")
         lease = writer_lease(request)
         body = scope_ids(principal, await self.body(request, "turn-create.json"), ("turn_id",))
+        if "replay_history" in body:  # the legacy field (capability `replay-history`): routes/rollout.py
+            return await start_turn_with_replay(self, request, principal, session_id, body, lease)
         result = await run_in_threadpool(self.services.sessions.start_turn, principal, session_id, body, lease)
         return JSONResponse(result, status_code=201)
 

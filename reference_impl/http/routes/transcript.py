@@ -19,7 +19,7 @@ class TranscriptHandlers(Handlers):
             Route("/sessions/{session_id}/transcript", self.transcript, methods=["GET"]),
             Route("/sessions/{session_id}/records", self.records, methods=["GET"]),
             Route("/sessions/{session_id}/lineage", self.lineage, methods=["GET"]),
-        ]
+        ][: 2 if self.settings.legacy else 3]  # a legacy server has no lineage read
 
     async def transcript(self, request: Request) -> Response:
         principal = self.principal(request)
