@@ -260,3 +260,17 @@ def test_every_response_schema_is_open() -> None:
         text = json.dumps(data)
         pending += [ref.split("#")[0] for ref in __import__("re").findall(r'"\$ref": "([a-z-]+\.json)', text)]
     assert "turn.json" in seen and "record.json" in seen
+
+
+def test_serve_legacy_runs_a_pre_lineage_server(tmp_path: Path, monkeypatch) -> None:
+    """`session-lineage serve --legacy`: profile `legacy` (no fork, lineage or idempotent forks)."""
+    import uvicorn
+
+    started: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.update(app=app))
+    assert main(["serve", "--legacy", "--database-url", f"sqlite:///{tmp_path / 'legacy.sqlite'}"]) == 0
+    with serve_app(started["app"]) as server, LineageClient(server.url, "anyone") as client:
+        assert client.mode == "legacy"
+        assert client.capabilities().names == {
+            "effective-transcript", "writer-lease", "replay-history", "diagnostics.query-count", "diagnostics.write-count"
+        }

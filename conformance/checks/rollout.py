@@ -184,6 +184,43 @@ def replay_history_rebuilds(ctx: CheckContext) -> None:
     )
 
 
+@check(
+    "REPLAY-COST-001",
+    title="Comparing replay history costs the same round trips at depths 0, 1, 5 and the maximum",
+    needs=("replay-history",),
+)
+def replay_history_cost_by_depth(ctx: CheckContext) -> None:
+    if not ctx.has("diagnostics.query-count"):
+        raise Unsupported("the rule binds servers that count round trips (diagnostics.query-count); this one does not")
+    maximum = ctx.limits["max_lineage_depth"] if ctx.has("fork") else 0  # a legacy server: depth 0 only
+    ids = ctx.chain(maximum, records_per_turn=1)
+    with_replay, without = {}, {}
+    for depth in sorted({0, 1, 5, maximum} & set(range(maximum + 1))):
+        session = ids[depth]
+        preceding = ctx.walk(session)
+        response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user", "replay_history": _replay(preceding)})
+        ctx.expect_status(response, 201, None, "REPLAY-MATCH-001")
+        with_replay[depth] = _round_trips(ctx, response)
+        ctx.finish(session, response.json()["turn_id"])
+        response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user"})
+        ctx.expect_status(response, 201, None, "SESS-TURN-001")
+        without[depth] = _round_trips(ctx, response)
+        ctx.finish(session, response.json()["turn_id"])
+    ctx.expect(
+        len(set(with_replay.values())) == 1,
+        f"a turn start with replay history costs different round trips by depth: {with_replay}",
+    )
+    over = {d: (with_replay[d], without[d]) for d in with_replay if with_replay[d] > without[d] + 3}
+    ctx.expect(not over, f"replay history costs more than 3 extra round trips (with, without) by depth: {over}")
+    ctx.details["replay_round_trips"] = {"with_replay_history": with_replay, "without": without}
+
+
+def _round_trips(ctx: CheckContext, response: Any) -> int:
+    value = response.header("Storage-Round-Trips")
+    ctx.expect(value is not None and value.isdigit(), f"no Storage-Round-Trips on {response.exchange.url}", "DIAG-HEADER-001")
+    return int(value)
+
+
 def _deprecation(ctx: CheckContext, response: Any, what: str) -> None:
     deprecation, sunset, link = response.header("Deprecation"), response.header("Sunset"), response.header("Link")
     ctx.expect(deprecation is not None, f"{what}: no Deprecation header (RFC 9745) on an answer to replay history")

@@ -16,7 +16,7 @@ from reference_impl.services.rollout import ReplayPlan, ReplayService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
-from reference_impl.store.rows import SessionRow
+from reference_impl.store.rows import Segment, SessionRow
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app, rewrite_responses
 from tests.mutants.sessions import rewrite_requests
 
@@ -70,6 +70,20 @@ class DuplicatePrefix(ReplayService):
         return self.rebuild_plan(replay)
 
 
+class PerAncestorReplay(ReplayService):
+    """Reads the records before the turn one ancestor at a time: cost grows with depth."""
+
+    def preceding_record_ids(self, tx: Any, principal: str, session_id: str) -> list[str]:
+        chain = self.access.visible_chain(tx, principal, session_id)
+        ids: list[str] = []
+        for link in chain:
+            if link.record_bound == -1:
+                continue
+            upto = link.record_bound if link.record_bound is not None else link.session.record_count - 1
+            ids += [row.record_id for row in tx.records([Segment(link.session.session_id, -1, upto)], upto + 2)]
+        return ids
+
+
 class MismatchAccepted(ReplayService):
     """Accepts any replay history on a session with records."""
 
@@ -101,6 +115,11 @@ class ChildNeedsReplay(SessionsService):
 @mutant("REPLAY-MATCH-001", description="replay history appended to the durable context (a duplicate prefix)")
 def replay_duplicate_prefix(settings: Settings) -> ASGIApp:
     return app_with_service(settings, DuplicatePrefix)
+
+
+@mutant("REPLAY-COST-001", description="replay history compared by reading one ancestor at a time")
+def replay_per_ancestor(settings: Settings) -> ASGIApp:
+    return app_with_service(settings, PerAncestorReplay)
 
 
 @mutant("REPLAY-CONFLICT-001", description="replay history that contradicts the lineage is accepted")
