@@ -19,6 +19,7 @@ CHECK_MODULES = (
     "leases",
     "diagnostics",
     "authorization",
+    "turn_writes",
     "context",
     "export",
     "suspend",

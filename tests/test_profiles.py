@@ -41,6 +41,8 @@ def test_profiles_file_holds_core_and_full() -> None:
         "sharing",
         "attachments",
     ]
+    # Capabilities added later join `full` at their own version (1.2.0: each chapter adds its own).
+    assert set(spec.profile_capabilities("full", "1.1.0")) == set(list(profiles["full"]["capabilities"])[:9])
     assert list(profiles["legacy"]["capabilities"]) == ["effective-transcript", "replay-history"]
     # 1.2.0 adds capabilities to full (each chapter its own), none to core.
     assert "model-context" in spec.profile_capabilities("full", "1.2.0")

@@ -26,6 +26,7 @@ from reference_impl.services.rollout import ReplayService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
+from reference_impl.services.turn_writes import TurnWritesService
 from reference_impl.settings import Settings
 from reference_impl.store import Store
 
@@ -46,6 +47,7 @@ PARTS: dict[str, type] = {
     "listing": ListingService,
     "deletion": DeletionService,
     "attachments": AttachmentsService,
+    "turn_writes": TurnWritesService,
     "replay": ReplayService,
     "rewind": RewindService,
     "context": ContextService,
@@ -67,6 +69,7 @@ class Services:
     listing: ListingService | None = None
     deletion: DeletionService | None = None
     attachments: AttachmentsService | None = None  # None without `attachments`
+    turn_writes: TurnWritesService | None = None  # None without `idempotent-turns` or `turn-write`
     replay: ReplayService | None = None  # None without `replay-history`
     rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
@@ -77,7 +80,8 @@ class Services:
     def chapters(self) -> list[ChapterService]:
         found = [
             self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-            self.attachments, self.replay, self.rewind, self.context, self.suspend, self.export, self.turn_positions,
+            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.export,
+            self.turn_positions,
         ]
         return [chapter for chapter in found if chapter is not None]
 
@@ -105,8 +109,8 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         return cls(store, limits, access)
 
     names = (
-        "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "replay", "rewind",
-        "context", "suspend", "export", "turn_positions",
+        "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
+        "replay", "rewind", "context", "suspend", "export", "turn_positions",
     )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]

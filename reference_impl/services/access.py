@@ -77,10 +77,15 @@ class Access:
     def writable_session(self, tx: Transaction, principal: str, session_id: str, lease_id: str | None) -> SessionRow:
         """The session a write goes to, after visibility, role and writer-lease checks (one statement)."""
         found = tx.session_for_write(session_id, viewer=principal)
-        session = self._require_role(principal, found[0] if found else None, session_id, WRITE_ROLES)
-        assert found is not None
-        self.check_writer(found[1], session_id, lease_id)
-        return session
+        return self.writable_from(principal, found[0] if found else None, found[1] if found else None, session_id, lease_id)
+
+    def writable_from(
+        self, principal: str, session: SessionRow | None, lease: LeaseRow | None, session_id: str, lease_id: str | None
+    ) -> SessionRow:
+        """`writable_session` on a session and lease a chapter read in a statement of its own."""
+        checked = self._require_role(principal, session, session_id, WRITE_ROLES)
+        self.check_writer(lease, session_id, lease_id)
+        return checked
 
     def writer_session(self, tx: Transaction, principal: str, session_id: str, lock: bool = False) -> SessionRow:
         """The session, if the caller may write it (owner or writer), whoever holds its lease."""

@@ -21,6 +21,7 @@ from reference_impl.store.rollout import RolloutStatements
 from reference_impl.store.sessions import SessionStatements
 from reference_impl.store.suspend import SuspendStatements
 from reference_impl.store.transcript import TranscriptStatements
+from reference_impl.store.turn_writes import TurnWriteStatements
 
 __all__ = ["Store", "Transaction", "IntegrityError", "StorageError"]
 
@@ -34,6 +35,7 @@ class Transaction(
     ListingStatements,
     AttachmentStatements,
     DeletionStatements,
+    TurnWriteStatements,
     RolloutStatements,
     ContextStatements,
     ExportStatements,

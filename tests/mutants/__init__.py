@@ -21,7 +21,8 @@ from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
 
 MUTANT_MODULES = (
-    "core", "sessions", "fork", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "rollout", "export",
+    "core", "sessions", "fork", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "rollout",
+    "turn_writes", "export",
 )
 
 

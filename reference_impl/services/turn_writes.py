@@ -1,0 +1,341 @@
+"""Chapter: idempotent turn writes and the one-request turn write.
+
+Start-turn, append and finish take an `Idempotency-Key`, kept in fork's `idempotency_keys` table
+(one primary key per principal and key, so keys are scoped per principal and one key names one
+request whatever the operation). The caller's record of the key is read in the same statement as
+the session (`session_for_turn_write`), and written in the write's own transaction: a concurrent
+duplicate fails on the primary key or on the session's turn slot, and is evaluated again, which
+replays the answer that won.
+
+A start-turn body may also carry `records` and a final `status`: the turn is claimed, its indexes
+reserved and (with `status`) finished by one conditional UPDATE of the session row, then the turn
+row and the records are inserted, in one transaction per store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from reference_impl import views
+from reference_impl.errors import (
+    IdempotencyKeyReused,
+    NotFound,
+    PayloadTooLarge,
+    StorageUnavailable,
+    TurnExists,
+    TurnInProgress,
+    TurnNotRunning,
+)
+from reference_impl.principals import public_id
+from reference_impl.services.common import ChapterService, new_id, new_key, timestamp, utcnow
+from reference_impl.store import Transaction
+from reference_impl.store.rows import IdempotencyRow, SessionRow, TurnRow
+from reference_impl.store.store import IntegrityError, StorageError
+
+ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    status: int
+    body: dict[str, Any]
+    replayed: bool
+
+
+class Replay(Exception):
+    """Raised inside a transaction to leave it (rolled back) and answer a stored replay."""
+
+    def __init__(self, outcome: WriteOutcome) -> None:
+        super().__init__("replay")
+        self.outcome = outcome
+
+
+def fingerprint_of(operation: str, session_id: str, turn_id: str | None, body: dict[str, Any]) -> str:
+    """What makes two turn writes identical: the operation, its path ids and its body."""
+    canonical = json.dumps(
+        {"op": operation, "session": session_id, "turn": turn_id, "body": body}, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class TurnWritesService(ChapterService):
+    chapter = "turn-writes"
+    capabilities = ("idempotent-turns", "turn-write")
+
+    # ---------------------------------------------------------------- shared steps
+    def _writable(
+        self, tx: Transaction, principal: str, session_id: str, lease_id: str | None, key: str | None, fingerprint: str
+    ) -> tuple[SessionRow, IdempotencyRow | None]:
+        """The session after role and lease checks; a valid stored answer for the key is replayed."""
+        found = tx.session_for_turn_write(session_id, principal, key)
+        session = self.access.writable_from(
+            principal, found[0] if found else None, found[1] if found else None, session_id, lease_id
+        )
+        stored = found[2] if found else None
+        if stored is not None:
+            if stored.expires_at > timestamp(utcnow()):
+                raise Replay(self._replay(stored, fingerprint))
+            tx.delete_idempotency(principal, stored.idempotency_key)  # expired: forgotten
+        return session, stored
+
+    @staticmethod
+    def _replay(stored: IdempotencyRow, fingerprint: str) -> WriteOutcome:
+        if stored.fingerprint != fingerprint:
+            raise IdempotencyKeyReused("this Idempotency-Key was used with a different request")
+        return WriteOutcome(stored.response_status, json.loads(stored.response_body), True)
+
+    def _remember(
+        self, tx: Transaction, principal: str, key: str | None, fingerprint: str, session_id: str, status: int, body: Any
+    ) -> None:
+        if key is None:
+            return
+        expires = utcnow() + timedelta(seconds=self.limits.idempotency_key_lifetime_seconds)
+        tx.insert_idempotency(
+            {
+                "principal": principal,
+                "idempotency_key": key,
+                "fingerprint": fingerprint,
+                "child_session_id": session_id,
+                "response_status": status,
+                "response_body": json.dumps(body),
+                "expires_at": timestamp(expires),
+            }
+        )
+
+    def _stored_answer(self, principal: str, key: str | None, fingerprint: str) -> WriteOutcome | None:
+        """After losing a race: the answer a concurrent identical request committed, if any."""
+        if key is None:
+            return None
+        with self.store.read() as tx:
+            stored = tx.idempotency(principal, key)
+        if stored is None or stored.expires_at <= timestamp(utcnow()):
+            return None
+        return self._replay(stored, fingerprint)
+
+    def _run(self, principal: str, key: str | None, fingerprint: str, attempt: Any, conflicts: tuple[type, ...]) -> WriteOutcome:
+        """Run `attempt()` with the replay and race handling every idempotent write shares."""
+        for number in range(ATTEMPTS):
+            try:
+                return attempt()
+            except Replay as replay:
+                return replay.outcome
+            except IntegrityError:
+                if number == ATTEMPTS - 1:
+                    raise
+            except conflicts:
+                won = self._stored_answer(principal, key, fingerprint)
+                if won is not None:
+                    return won
+                raise
+        raise AssertionError("unreachable")
+
+    def _encoded(self, inputs: list[dict[str, Any]]) -> list[str]:
+        if len(inputs) > self.limits.max_records_per_append:
+            raise PayloadTooLarge(
+                f"{len(inputs)} records exceed max_records_per_append ({self.limits.max_records_per_append})"
+            )
+        encoded = [json.dumps(item["content"], separators=(",", ":")) for item in inputs]
+        for position, content in enumerate(encoded):
+            if len(content.encode()) > self.limits.max_record_bytes:
+                raise PayloadTooLarge(f"record {position} exceeds max_record_bytes ({self.limits.max_record_bytes})")
+        return encoded
+
+    @staticmethod
+    def _record_rows(
+        session_id: str, turn_id: str, turn_index: int, first: int, inputs: list[dict[str, Any]], encoded: list[str], created_at: str
+    ) -> list[dict[str, Any]]:
+        return [
+            {
+                "record_id": new_id(),
+                "session_id": session_id,
+                "record_index": first + offset,
+                "turn_id": turn_id,
+                "turn_index": turn_index,
+                "record_type": item["type"],
+                "content": encoded[offset],
+                "created_at": created_at,
+            }
+            for offset, item in enumerate(inputs)
+        ]
+
+    @staticmethod
+    def _record_views(rows: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {
+                "record_id": row["record_id"],
+                "session_id": public_id(row["session_id"]),
+                "turn_id": public_id(row["turn_id"]),
+                "index": row["record_index"],
+                "type": row["record_type"],
+                "content": item["content"],
+                "created_at": row["created_at"],
+            }
+            for row, item in zip(rows, inputs)
+        ]
+
+    # ---------------------------------------------------------------- start (and the one-request write)
+    def start_turn(
+        self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None, key: str | None = None
+    ) -> WriteOutcome:
+        fingerprint = fingerprint_of("startTurn", session_id, None, body)
+        inputs = body.get("records") or []
+        encoded = self._encoded(inputs)
+        turn_id = body.get("turn_id") or new_key(principal)
+        status = body.get("status")
+        written: list[tuple[str, int, int, int, list[dict[str, Any]]]] = []
+
+        def attempt() -> WriteOutcome:
+            try:
+                with self.store.write() as tx:
+                    self._writable(tx, principal, session_id, lease_id, key, fingerprint)
+                    claimed = tx.claim_turn_write(session_id, turn_id, len(inputs), finish=status is not None)
+                    if claimed is None:
+                        raise TurnInProgress(f"session {session_id} already has a running turn")
+                    turn_index, first, child_count = claimed
+                    now = timestamp(utcnow())
+                    row = {
+                        "turn_id": turn_id,
+                        "session_id": session_id,
+                        "turn_index": turn_index,
+                        "role": body["role"],
+                        "status": status or "running",
+                        "first_record_index": first,
+                        "end_record_index": first + len(inputs) if status else None,
+                        "created_at": now,
+                        "finished_at": now if status else None,
+                    }
+                    tx.insert_turn(row)
+                    result = views.turn(TurnRow(**row))
+                    rows: list[dict[str, Any]] = []
+                    if "records" in body:
+                        rows = self._record_rows(session_id, turn_id, turn_index, first, inputs, encoded, now)
+                        if rows and not self.store.split:
+                            tx.insert_records(rows)
+                        result["records"] = self._record_views(rows, inputs)
+                    self._remember(tx, principal, key, fingerprint, session_id, 201, result)
+                    written[:] = [(turn_id, turn_index, first, child_count, rows)]
+            except IntegrityError as exc:
+                if key is None and body.get("turn_id") is not None:
+                    raise TurnExists(f"turn {turn_id} already exists") from exc
+                raise  # a concurrent identical request committed first: evaluated again, it replays
+            return WriteOutcome(201, result, False)
+
+        try:
+            outcome = self._run(principal, key, fingerprint, attempt, (TurnInProgress,))
+        except IntegrityError as exc:
+            if body.get("turn_id") is None:
+                raise
+            raise TurnExists(f"turn {turn_id} already exists") from exc
+        if self.store.split and not outcome.replayed and written and written[0][4]:
+            self._write_records_or_undo(principal, key, session_id, *written[0])
+        return outcome
+
+    def _write_records_or_undo(
+        self, principal: str, key: str | None, session_id: str, turn_id: str, turn_index: int, first: int,
+        child_count: int, rows: list[dict[str, Any]],
+    ) -> None:
+        """Two stores: the core store holds the turn; the records store now takes its records. If it
+        refuses, the turn is taken back (unless something came after it) and the answer is 503."""
+        try:
+            with self.store.write_records() as records_tx:
+                records_tx.insert_records(rows)
+        except StorageError as exc:
+            with self.store.write() as tx:
+                undone = tx.undo_turn_write(session_id, turn_id, turn_index, first, len(rows), child_count)
+                if key is not None:
+                    tx.delete_idempotency(principal, key)
+            raise StorageUnavailable(
+                "the records store did not take the records; "
+                + ("nothing was written" if undone else "the turn stays, and reads over its records answer 503")
+            ) from exc
+
+    # ---------------------------------------------------------------- append
+    def append_records(
+        self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None,
+        key: str | None = None,
+    ) -> WriteOutcome:
+        fingerprint = fingerprint_of("appendRecords", session_id, turn_id, body)
+        inputs = body["records"]
+        encoded = self._encoded(inputs)
+        written: list[tuple[int, list[dict[str, Any]]]] = []
+
+        def attempt() -> WriteOutcome:
+            created_at = timestamp(utcnow())
+            with self.store.write() as tx:
+                self._writable(tx, principal, session_id, lease_id, key, fingerprint)
+                turn = self._own_turn(tx, session_id, turn_id)
+                if turn.status != "running":
+                    raise TurnNotRunning(f"turn {turn_id} is {turn.status}")
+                first = tx.reserve_record_indexes(session_id, turn_id, len(inputs))
+                if first is None:
+                    raise TurnNotRunning(f"turn {turn_id} is not running")
+                rows = self._record_rows(session_id, turn_id, turn.turn_index, first, inputs, encoded, created_at)
+                if not self.store.split:
+                    tx.insert_records(rows)
+                result = {"records": self._record_views(rows, inputs)}
+                self._remember(tx, principal, key, fingerprint, session_id, 201, result)
+                written[:] = [(first, rows)]
+            return WriteOutcome(201, result, False)
+
+        outcome = self._run(principal, key, fingerprint, attempt, (TurnNotRunning,))
+        if self.store.split and not outcome.replayed and written:
+            first, rows = written[0]
+            try:
+                with self.store.write_records() as records_tx:
+                    records_tx.insert_records(rows)
+            except StorageError as exc:
+                with self.store.write() as tx:
+                    released = tx.release_record_indexes(session_id, turn_id, first, len(rows))
+                    if key is not None:
+                        tx.delete_idempotency(principal, key)
+                raise StorageUnavailable(
+                    "the records store did not take the records; nothing was appended"
+                    + ("" if released else " and a later append holds the indexes after them")
+                ) from exc
+        return outcome
+
+    @staticmethod
+    def _own_turn(tx: Transaction, session_id: str, turn_id: str) -> TurnRow:
+        turn = tx.turn(turn_id)
+        if turn is None or turn.session_id != session_id:
+            raise NotFound(f"turn {turn_id} not found in session {session_id}")
+        return turn
+
+    # ---------------------------------------------------------------- finish
+    def finish_turn(
+        self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None,
+        key: str | None = None,
+    ) -> WriteOutcome:
+        fingerprint = fingerprint_of("finishTurn", session_id, turn_id, body)
+
+        def attempt() -> WriteOutcome:
+            finished_at = timestamp(utcnow())
+            with self.store.write() as tx:
+                self._writable(tx, principal, session_id, lease_id, key, fingerprint)
+                turn = self._own_turn(tx, session_id, turn_id)
+                if turn.status != "running":
+                    raise TurnNotRunning(f"turn {turn_id} is {turn.status}")
+                end = tx.finish_turn(turn_id, body["status"], finished_at)
+                if end is None:
+                    raise TurnNotRunning(f"turn {turn_id} is not running")
+                result = views.turn(
+                    TurnRow(
+                        turn_id=turn.turn_id,
+                        session_id=turn.session_id,
+                        turn_index=turn.turn_index,
+                        role=turn.role,
+                        status=body["status"],
+                        first_record_index=turn.first_record_index,
+                        end_record_index=end,
+                        created_at=turn.created_at,
+                        finished_at=finished_at,
+                    )
+                )
+                self._remember(tx, principal, key, fingerprint, session_id, 200, result)
+            return WriteOutcome(200, result, False)
+
+        return self._run(principal, key, fingerprint, attempt, (TurnNotRunning,))
