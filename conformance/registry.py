@@ -22,6 +22,8 @@ CHECK_MODULES = (
     "turn_writes",
     "context",
     "export",
+    "revert",
+    "session_patch",
     "suspend",
     "errors",
     "rollout",

@@ -18,6 +18,7 @@ class Position:
     read_session_id: str
     session_id: str
     index: int
+    revision: int = 0  # reverts of the read session when the cursor was issued
 
 
 def encode(position: Position) -> str:
@@ -28,6 +29,8 @@ def encode(position: Position) -> str:
         "s": position.session_id,
         "i": position.index,
     }
+    if position.revision:
+        payload["g"] = position.revision
     raw = json.dumps(payload, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -48,6 +51,8 @@ def decode(cursor: str, kind: str, read_session_id: str) -> Position:
         or not isinstance(payload.get("i"), int)
         or isinstance(payload.get("i"), bool)
         or payload["i"] < -1
+        or not isinstance(payload.get("g", 0), int)
+        or isinstance(payload.get("g", 0), bool)
     ):
         raise InvalidCursor("the cursor was not issued for this read of this session")
-    return Position(kind, read_session_id, payload["s"], payload["i"])
+    return Position(kind, read_session_id, payload["s"], payload["i"], payload.get("g", 0))

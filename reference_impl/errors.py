@@ -113,6 +113,20 @@ class AttachmentInherited(DomainError):
     kind = "attachment-inherited"
 
 
+class CursorReverted(DomainError):
+    """The cursor was issued before the session it reads was reverted."""
+
+    kind = "cursor-reverted"
+
+
+class PreconditionFailed(DomainError):
+    kind = "precondition-failed"
+
+
+class PreconditionRequired(DomainError):
+    kind = "precondition-required"
+
+
 class ReplayHistoryMismatch(DomainError):
     """`replay_history` contradicts the records that precede the turn (REPLAY-CONFLICT-001)."""
 

@@ -30,6 +30,7 @@ CONCURRENCY_MUTANTS = {
     "turn_finished_twice": ("sessions.concurrent_finishes", "SESS-TURN-FINISH-001"),
     "one_request_slot_checked_then_taken": ("turn_writes.concurrent_one_request_turns", "SESS-TURN-SINGLE-001"),
     "turn_key_checked_then_written": ("turn_writes.concurrent_identical_turn_writes", "TURN-IDEM-CONCURRENT-001"),
+    "revert_checked_then_swapped": ("revert.concurrent_reverts", "REVERT-CONCURRENT-001"),
     "recover_checked_then_resumed": ("suspend.concurrent_recovers", "SUSPEND-RECOVER-CONCURRENT-001"),
 }
 counts: dict[str, int] = {}

@@ -5,7 +5,10 @@ cuts that must be refused) and reads transcripts; after every step each transcri
 one `conformance.model.LineageModel` computes. On a target that advertises `sharing`, two
 principals also grant each other access, revoke it, delete sessions and fork each other's
 sessions, and every read by either principal must answer what the model says (200 and the
-transcript, 403 for an ancestor it may not read, 404). Failures are shrunk to a short program.
+transcript, 403 for an ancestor it may not read, 404). On a target that advertises `revert`, the
+program also reverts sessions (with the current ETag, a stale one, or to a turn it must refuse) and
+checks that descendants never change; with `idempotent-turns`, some turn starts and appends are
+sent twice with one key and must take effect once. Failures are shrunk to a short program.
 """
 
 from __future__ import annotations
@@ -30,9 +33,13 @@ REQUIREMENTS = (
     "FORK-CUT-LATEST-001",
     "FORK-CUT-UNKNOWN-001",
     "FORK-INCOMPLETE-001",
+    "REVERT-EFFECTIVE-001",
+    "REVERT-FORKS-001",
+    "TURN-IDEM-001",
 )
 KIND_STATUS = {
     "unknown-turn": 422,
+    "turn-in-progress": 409,
     "turn-incomplete": 409,
     "depth-exceeded": 422,
     "not-found": 404,
@@ -50,6 +57,8 @@ REFUSAL_RULE = {
 def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
     max_depth = ctx.limits["max_lineage_depth"]
     sharing = ctx.has("sharing")
+    reverts = ctx.has("revert")
+    keyed = ctx.has("idempotent-turns")
     clients = {"alice": ctx.alice, "bob": ctx.bob}
     principals = ("alice", "bob") if sharing else ("alice",)
 
@@ -85,9 +94,15 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                 return
             running = self.model.sessions[sid].running
             if running is None:
-                turn = ctx.start_turn(sid, role, client=owner)
+                if keyed and records % 2:  # an idempotent start, retried: one turn (TURN-IDEM-001)
+                    turn = self._start_retried(sid, role, owner)
+                else:
+                    turn = ctx.start_turn(sid, role, client=owner)
                 running = self.model.start_turn(sid, turn["turn_id"], role)
-            if records:
+            if records and keyed and close:  # an idempotent append, retried: appended once
+                written = self._append_retried(sid, running.turn_id, records, owner)
+                self.model.append(sid, running.turn_id, written)
+            elif records:
                 written = ctx.append(sid, running.turn_id, records, client=owner)
                 self.model.append(sid, running.turn_id, written)
             if close:
@@ -95,6 +110,33 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                 self.model.finish(sid, running.turn_id, "completed")
             for descendant in self._descendants(sid):  # a write must never reach a fork taken earlier
                 self._compare(descendant, None, self.model.sessions[descendant].owner)
+
+        def _start_retried(self, sid: str, role: str, owner: Any) -> dict[str, Any]:
+            key = ctx.new_id("key")
+            answers = [
+                owner.post(f"/sessions/{sid}/turns", json={"role": role}, headers={"Idempotency-Key": f'"{key}"'})
+                for _ in range(2)
+            ]
+            for answer in answers:
+                ctx.expect_status(answer, 201, None, "TURN-IDEM-001")
+            ctx.expect(answers[1].json() == answers[0].json() and answers[1].header("Idempotency-Replayed") == "true",
+                       f"a start retried with its key answered {answers[1].json()}, first {answers[0].json()}",
+                       "TURN-IDEM-001")
+            return answers[0].json()
+
+        def _append_retried(self, sid: str, turn_id: str, count: int, owner: Any) -> list[dict[str, Any]]:
+            key = ctx.new_id("key")
+            body = {"records": [{"type": "message", "content": {"n": n, "nonce": ctx.rng.randrange(10**9)}}
+                                for n in range(min(count, ctx.limits["max_records_per_append"]))]}
+            answers = [
+                owner.post(f"/sessions/{sid}/turns/{turn_id}/records", json=body, headers={"Idempotency-Key": f'"{key}"'})
+                for _ in range(2)
+            ]
+            for answer in answers:
+                ctx.expect_status(answer, 201, None, "TURN-IDEM-001")
+            ctx.expect(answers[1].json() == answers[0].json(), "an append retried with its key answered differently",
+                       "TURN-IDEM-001")
+            return list(answers[0].json()["records"])
 
         def _descendants(self, sid: str) -> list[str]:
             found, frontier = [], [sid]
@@ -146,6 +188,52 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             self.model.fork(source, child, expected, owner=who)
             self._compare(child, None, who)
             return child
+
+        if reverts:
+
+            @rule(target=sessions, sid=sessions, pick=st.integers(0, 40), choice=st.integers(0, 7))
+            def revert(self, sid: str, pick: int, choice: int) -> Any:
+                """Revert to just before one of the session's own turns with its current ETag, or
+                (choice 0) with a stale one, or (choice 1) to a turn it must refuse. Half the time the
+                session is forked first, and after a revert a turn is written and the session forked
+                again: descendants never change, reverted records never come back."""
+                session = self.model.sessions[sid]
+                who = session.owner
+                owner = clients[who]
+                if session.deleted:
+                    ctx.expect_status(owner.get(f"/sessions/{sid}"), 404, "not-found", "DEL-SOFT-001")
+                    return multiple()
+                if session.running is not None and choice >= 4:
+                    self.finish(sid, "completed")
+                if session.running is None and not any(turn.status != "running" for turn in session.own):
+                    self.write(sid, "assistant", 1 + pick % 2, True)  # something of its own to revert
+                if pick % 2 and session.running is None and self.model.sessions[sid].depth < max_depth:
+                    self.fork(sid, "latest", 0, False, who)  # a fork taken before the revert
+                own = [turn.turn_id for turn in session.own if turn.status != "running"]
+                target = self._pick_turn(sid, pick, True) if choice == 1 or not own else own[pick % len(own)]
+                read = owner.get(f"/sessions/{sid}")
+                ctx.expect_status(read, 200)
+                tag = read.header("ETag") or ""
+                if choice == 0:
+                    tag = '"stale-' + tag.strip('"') + '"'
+                response = owner.post(f"/sessions/{sid}/revert", json={"turn_id": target}, headers={"If-Match": tag})
+                child = None
+                if choice == 0:
+                    ctx.expect_status(response, 412, "precondition-failed", "REVERT-CAS-001")
+                else:
+                    refusal = self.model.revert_refusal(sid, target)
+                    if refusal is not None:
+                        ctx.expect_status(response, KIND_STATUS[refusal], refusal, "REVERT-001")
+                    else:
+                        ctx.expect_status(response, 200, None, "REVERT-001")
+                        self.model.revert(sid, target)
+                        if pick % 3 == 0 and session.depth < max_depth:
+                            self.write(sid, "user", 1, True)
+                            child = self.fork(sid, "latest", 0, False, who)
+                self._compare(sid, None, who, "REVERT-EFFECTIVE-001")
+                for descendant in self._descendants(sid):
+                    self._compare(descendant, None, self.model.sessions[descendant].owner, "REVERT-FORKS-001")
+                return child if isinstance(child, str) else multiple()
 
         def _pick_turn(self, source: str, pick: int, foreign: bool) -> str:
             pool = [turn.turn_id for turn in self.model.sessions[source].effective_turns]

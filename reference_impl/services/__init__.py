@@ -24,6 +24,8 @@ from reference_impl.services.listing import ListingService
 from reference_impl.services.rewind import RewindService
 from reference_impl.services.rollout import ReplayService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.revert import RevertService
+from reference_impl.services.session_patch import SessionPatchService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
@@ -53,6 +55,8 @@ PARTS: dict[str, type] = {
     "context": ContextService,
     "export": ExportService,
     "turn_positions": TurnPositionService,
+    "revert": RevertService,
+    "session_patch": SessionPatchService,
     "suspend": SuspendService,
 }
 
@@ -75,13 +79,15 @@ class Services:
     context: ContextService | None = None  # None without `model-context`
     export: ExportService | None = None  # None without `transcript-export`
     turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
+    revert: RevertService | None = None  # None without `revert`
+    session_patch: SessionPatchService | None = None  # None without `session-patch`
     suspend: SuspendService | None = None  # None without `suspend`
 
     def chapters(self) -> list[ChapterService]:
         found = [
             self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.export,
-            self.turn_positions,
+            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.revert,
+            self.session_patch, self.export, self.turn_positions,
         ]
         return [chapter for chapter in found if chapter is not None]
 
@@ -110,7 +116,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
 
     names = (
         "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
-        "replay", "rewind", "context", "suspend", "export", "turn_positions",
+        "replay", "rewind", "context", "suspend", "revert", "session_patch", "export", "turn_positions",
     )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]

@@ -19,6 +19,7 @@ from reference_impl.errors import RecordsUnavailable
 from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService
 from reference_impl.store.context import StoredRecord
+from reference_impl.services.transcript import effective_segments
 from reference_impl.store.rows import Segment
 
 
@@ -45,14 +46,14 @@ class ContextService(ChapterService):
         budget, cap = self.limits.max_context_bytes, self.limits.max_context_record_bytes
         with self.store.read() as tx:
             chain = self.access.visible_chain(tx, principal, session_id)
-            segments = [
-                Segment(link.session.session_id, -1, link.record_bound)
-                for link in chain[:-1]
-                if link.record_bound is not None and link.record_bound >= 0
-            ]
             own = chain[-1].session
-            if own.record_count > 0:
-                segments.append(Segment(own.session_id, -1, own.record_count - 1))
+            # Every ancestor's effective segments up to its bound, then the session's own effective
+            # segments (a reverted session's exclude what it reverted), the open one closed here.
+            segments = [
+                segment if segment.upto is not None else Segment(segment.session_id, segment.after, own.record_count - 1)
+                for segment in effective_segments(chain)
+            ]
+            segments = [segment for segment in segments if segment.upto is not None and segment.upto > segment.after]
             rows = tx.context_records(segments, budget, cap)
         self._require_suffix(rows, segments)
         turns: list[ContextTurn] = []

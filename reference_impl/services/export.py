@@ -22,40 +22,49 @@ from reference_impl import cursors, views
 from reference_impl.errors import ExportTooLarge, NotFound
 from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService
-from reference_impl.services.transcript import TranscriptService
+from reference_impl.segments import turn_ranges
+from reference_impl.services.transcript import TranscriptService, effective_segments
 from reference_impl.store import Transaction
 from reference_impl.store.rows import ChainLink, Segment
 
 
 @dataclass(frozen=True)
 class Span:
-    """What the read session sees of one session of its chain: its turns 0..last_turn and its
-    records 0..last_record (-1: none)."""
+    """A contiguous range of one session's turns the read session sees: indexes `first` to `last`."""
 
     session_id: str
-    last_turn: int
-    last_record: int
+    first: int
+    last: int
 
     @property
     def turns(self) -> int:
-        return self.last_turn + 1
-
-    @property
-    def records(self) -> int:
-        return self.last_record + 1
+        return self.last - self.first + 1
 
 
 def spans_of(chain: list[ChainLink]) -> list[Span]:
-    """The spans of a chain, root first: every ancestor up to its inherited bounds, then the session
-    itself with all its turns and records as counted in the chain's row."""
+    """The effective turn ranges of a chain, root first: each session's effective segments
+    (segments.py; one unless it was reverted) up to the turn its descendant inherits, then the
+    session's own effective segments up to its current turn count."""
     spans = []
-    for link in chain[:-1]:
-        last_turn = link.turn_bound if link.turn_bound is not None else -1
-        last_record = link.record_bound if link.record_bound is not None else -1
-        spans.append(Span(link.session.session_id, last_turn, last_record))
-    own = chain[-1].session
-    spans.append(Span(own.session_id, own.turn_count - 1, own.record_count - 1))
+    for link in chain:
+        bound = link.turn_bound if link.turn_bound is not None else link.session.turn_count - 1
+        for low, high in turn_ranges(link.segments):
+            upper = bound if high is None else min(high - 1, bound)
+            if upper >= low:
+                spans.append(Span(link.session.session_id, low, upper))
     return spans
+
+
+def record_segments_of(chain: list[ChainLink]) -> list[Segment]:
+    """The effective transcript's record ranges, each bounded (the open one by the record count the
+    chain read), so a read never returns records written after the chain was read."""
+    own = chain[-1].session
+    bounded = []
+    for segment in effective_segments(chain):
+        upto = segment.upto if segment.upto is not None else own.record_count - 1
+        if upto > segment.after:
+            bounded.append(Segment(segment.session_id, segment.after, upto))
+    return bounded
 
 
 class ExportService(ChapterService):
@@ -71,16 +80,16 @@ class ExportService(ChapterService):
         with self.store.read() as tx:
             chain = self.access.visible_chain(tx, principal, session_id)
             spans = spans_of(chain)
+            segments = record_segments_of(chain)
             turn_total = sum(span.turns for span in spans)
-            record_total = sum(span.records for span in spans)
+            record_total = sum(segment.upto - segment.after for segment in segments if segment.upto is not None)
             if record_total > limit or turn_total > limit:
                 raise ExportTooLarge(
                     f"the effective transcript of session {session_id} holds {record_total} records and "
                     f"{turn_total} turns; an export returns at most {limit} of each (max_export_records): "
                     "read it page by page"
                 )
-            turns = tx.effective_turns([(span.session_id, span.last_turn) for span in spans if span.turns > 0])
-            segments = [Segment(span.session_id, -1, span.last_record) for span in spans if span.records > 0]
+            turns = tx.effective_turns([(span.session_id, span.first, span.last) for span in spans])
             records = tx.records(segments, record_total) if record_total else []
         TranscriptService._require_complete(records, segments, 0, record_total)
         return {
@@ -108,8 +117,14 @@ class TurnPositionService(ChapterService):
                 raise NotFound(f"session {session_id} has {total} effective turns; there is no turn at position {n}")
             span, index = found
             turn = self._turn(tx, span.session_id, index)
+            own = chain[-1].session
+            revision = own.revision
             first = turn.first_record_index
-            last = (turn.end_record_index - 1) if turn.end_record_index is not None else span.last_record
+            if turn.end_record_index is not None:
+                last = turn.end_record_index - 1
+            else:  # an unfinished turn is its session's last: its records so far
+                holder = next(link.session for link in chain if link.session.session_id == span.session_id)
+                last = holder.record_count - 1
             segment = Segment(span.session_id, first - 1, last)
             rows = tx.records([segment], size + 1) if last >= first else []
         TranscriptService._require_complete(rows, [segment], 0, size + 1)
@@ -118,7 +133,9 @@ class TurnPositionService(ChapterService):
         next_cursor = None
         if rows:
             tail = rows[-1]
-            next_cursor = cursors.encode(cursors.Position("transcript", session_id, tail.session_id, tail.record_index))
+            next_cursor = cursors.encode(
+                cursors.Position("transcript", session_id, tail.session_id, tail.record_index, revision)
+            )
         return {
             "session_id": public_id(session_id),
             "position": n,
@@ -137,7 +154,7 @@ class TurnPositionService(ChapterService):
         before = 0
         for span in spans:
             if n <= before + span.turns:
-                return span, n - before - 1
+                return span, span.first + (n - before - 1)
             before += span.turns
         return None
 

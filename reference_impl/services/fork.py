@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from reference_impl import views
+from reference_impl import segments, views
 from reference_impl.errors import (
     DepthExceeded,
     IdempotencyKeyReused,
@@ -44,6 +44,7 @@ class Cutoff:
     turn_index: int
     record_index: int
     inherited_turn_count: int
+    segments: str | None = None  # the cutoff session's effective segments (segments.py)
 
 
 class ForkService(ChapterService):
@@ -131,6 +132,8 @@ class ForkService(ChapterService):
             "cutoff_record_index": cutoff.record_index,
             "created_at": created_at,
         }
+        if cutoff.segments is not None:  # only a reverted cutoff session stores its segments
+            lineage_row["cutoff_segments"] = cutoff.segments
         if not tx.claim_child_slot(source.session_id):  # deleted since we read it
             if source.owner == principal:
                 raise SessionDeleted(f"session {source.session_id} is deleted")
@@ -183,7 +186,7 @@ class ForkService(ChapterService):
         source = chain[-1]
         mode = cut["mode"]
         if mode == "latest":
-            last = tx.last_finished_turn(source.session.session_id)
+            last = tx.last_finished_turn(source.session.session_id, segments.turn_ranges(source.segments))
             if last is None:
                 return cutoff_at(chain, source, -1, -1)
             assert last.end_record_index is not None
@@ -194,7 +197,12 @@ class ForkService(ChapterService):
             (item for item in chain if turn is not None and item.session.session_id == turn.session_id),
             None,
         )
-        if turn is None or link is None or (link.turn_bound is not None and turn.turn_index > link.turn_bound):
+        if (
+            turn is None
+            or link is None
+            or (link.turn_bound is not None and turn.turn_index > link.turn_bound)
+            or not segments.holds_turn(link.segments, turn.turn_index)
+        ):
             raise UnknownTurn(f"turn {cut['turn_id']} is not in the source's effective transcript")
         if mode == "through":
             if turn.status == "running" or turn.end_record_index is None:
@@ -206,11 +214,12 @@ class ForkService(ChapterService):
 def cutoff_at(chain: Sequence[ChainLink], link: ChainLink, turn_index: int, record_index: int) -> Cutoff:
     """The cutoff in `link`'s session, with the effective turns inherited through it."""
     inherited = sum(
-        max(upper.turn_bound + 1, 0)
+        segments.turns_through(upper.segments, upper.turn_bound)
         for upper in chain
-        if upper.hops > link.hops and upper.turn_bound is not None
+        if upper.hops > link.hops and upper.turn_bound is not None and upper.turn_bound >= 0
     )
-    return Cutoff(link.session.session_id, turn_index, record_index, inherited + turn_index + 1)
+    own = segments.turns_through(link.segments, turn_index) if turn_index >= 0 else 0
+    return Cutoff(link.session.session_id, turn_index, record_index, inherited + own, link.segments)
 
 
 def fingerprint_of(source_id: str, body: dict[str, Any]) -> str:

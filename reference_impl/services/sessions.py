@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reference_impl import views
+from reference_impl import etags, views
 from reference_impl.errors import (
     NotFound,
     PayloadTooLarge,
@@ -43,11 +43,13 @@ class SessionsService(ChapterService):
                 tx.insert_session(row)
         except IntegrityError as exc:
             raise SessionExists(f"session {row['session_id']} already exists") from exc
-        return views.session(SessionRow(lineage=None, **row))
+        created = SessionRow(lineage=None, **row)
+        return etags.tagged(views.session(created), created)
 
     def get_session(self, principal: str, session_id: str) -> dict[str, Any]:
         with self.store.read() as tx:
-            return views.session(self.access.visible_session(tx, principal, session_id))
+            session = self.access.visible_session(tx, principal, session_id)
+        return etags.tagged(views.session(session), session)
 
     def start_turn(
         self,

@@ -12,10 +12,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl import cursors, views
-from reference_impl.errors import InvalidRequest, RecordsUnavailable
+from reference_impl.errors import CursorReverted, InvalidCursor, InvalidRequest, RecordsUnavailable
 from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService
-from reference_impl.store.rows import Segment
+from reference_impl.segments import record_segments
+from reference_impl.store.rows import ChainLink, Segment
+
+
+def effective_segments(chain: Sequence[ChainLink]) -> list[Segment]:
+    """The record ranges of a session's effective transcript, root first: each ancestor's effective
+    segments up to the bound its descendant inherits, then the session's own effective segments.
+    Every read of the effective transcript (and every chapter that reads it) starts here."""
+    found: list[Segment] = []
+    for link in chain:
+        found.extend(record_segments(link.session.session_id, link.segments, link.record_bound))
+    return found
+
+
+def segments_after(segments: Sequence[Segment], session_id: str, index: int) -> list[Segment]:
+    """The segments that remain after the record `index` of `session_id` (a cursor's position)."""
+    for number, segment in enumerate(segments):
+        if segment.session_id == session_id and segment.after <= index and (segment.upto is None or index <= segment.upto):
+            return [Segment(session_id, index, segment.upto), *segments[number + 1 :]]
+    raise InvalidCursor("the cursor does not point into this transcript")
 
 
 @dataclass(frozen=True)
@@ -49,26 +68,19 @@ class TranscriptService(ChapterService):
         size = self._page_size(limit)
         with self.store.read() as tx:
             chain = self.access.visible_chain(tx, principal, session_id)
-            segments = [
-                Segment(link.session.session_id, -1, link.record_bound)
-                for link in chain
-                if link.record_bound != -1
-            ]
+            segments = effective_segments(chain)
+            revision = chain[-1].session.revision
             if cursor is not None:
                 position = cursors.decode(cursor, "transcript", session_id)
-                order = [link.session.session_id for link in chain]
-                if position.session_id not in order:
-                    raise cursors.InvalidCursor("the cursor does not point into this transcript")
-                rank = order.index(position.session_id)
-                segments = [
-                    Segment(s.session_id, position.index, s.upto) if s.session_id == position.session_id else s
-                    for s in segments
-                    if order.index(s.session_id) >= rank
-                ]
+                if position.revision != revision:
+                    raise CursorReverted(
+                        f"session {session_id} was reverted after this cursor was issued; read from the first page"
+                    )
+                segments = segments_after(segments, position.session_id, position.index)
             rows = tx.records(segments, size + 1)
             own_count = chain[-1].session.record_count
         self._require_complete(rows, segments, own_count, size + 1)
-        return self._page("transcript", session_id, rows, size, cursor)
+        return self._page("transcript", session_id, rows, size, cursor, revision)
 
     def own_records(self, principal: str, session_id: str, cursor: str | None, limit: int | None) -> Page:
         size = self._page_size(limit)
@@ -113,13 +125,13 @@ class TranscriptService(ChapterService):
         return limit
 
     @staticmethod
-    def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None) -> Page:
+    def _page(kind: str, session_id: str, rows: list[Any], size: int, cursor: str | None, revision: int = 0) -> Page:
         has_more = len(rows) > size
         rows = rows[:size]
         next_cursor = cursor
         if rows:
             last = rows[-1]
-            next_cursor = cursors.encode(cursors.Position(kind, session_id, last.session_id, last.record_index))
+            next_cursor = cursors.encode(cursors.Position(kind, session_id, last.session_id, last.record_index, revision))
         return Page(session_id, [views.record(row) for row in rows], has_more, next_cursor)
 
     @staticmethod

@@ -24,6 +24,7 @@ SESSION_COLUMNS: list[Any] = [
     t.session_lineage.c.cutoff_turn_index.label("l_cutoff_turn_index"),
     t.session_lineage.c.cutoff_record_index.label("l_cutoff_record_index"),
     t.session_lineage.c.created_at.label("l_created_at"),
+    t.session_lineage.c.cutoff_segments.label("l_cutoff_segments"),
 ]
 
 SESSIONS_WITH_LINEAGE = t.sessions.outerjoin(
@@ -56,6 +57,7 @@ def session_from(row: RowMapping, viewer: str | None = None) -> SessionRow:
             cutoff_turn_index=row["l_cutoff_turn_index"],
             cutoff_record_index=row["l_cutoff_record_index"],
             created_at=row["l_created_at"],
+            cutoff_segments=row.get("l_cutoff_segments"),
         )
     return SessionRow(
         session_id=row["session_id"],
@@ -72,6 +74,10 @@ def session_from(row: RowMapping, viewer: str | None = None) -> SessionRow:
         child_count=row.get("child_count") or 0,
         viewer=viewer,
         viewer_grant=row.get("g_role") if viewer is not None else None,
+        version=row.get("version") or 0,
+        revision=row.get("revision") or 0,
+        own_segments=row.get("own_segments"),
+        suspended_turn_id=row.get("suspended_turn_id"),
     )
 
 

@@ -48,7 +48,7 @@ class DeletionStatements(Statements):
     def purge_session(self, session_id: str, parent_id: str | None) -> None:
         """Remove the session's own rows (its records are gone already) and uncount it from its
         parent; a second purge racing this one finds nothing left and uncounts nothing."""
-        for table in (t.attachments, t.session_grants, t.session_leases, t.turn_inputs, t.turns, t.records):
+        for table in (t.attachments, t.session_grants, t.session_leases, t.session_reverts, t.turn_inputs, t.turns, t.records):
             self.conn.execute(delete(table).where(table.c.session_id == session_id))
         self.conn.execute(delete(t.idempotency_keys).where(t.idempotency_keys.c.child_session_id == session_id))
         self.conn.execute(delete(t.session_lineage).where(t.session_lineage.c.session_id == session_id))

@@ -27,20 +27,21 @@ TURN_COLUMNS = (
 def _turns_sql(spans: int) -> TextClause:
     """One statement for the turns of `spans` sessions, each up to an inclusive turn index."""
     branches = " UNION ALL ".join(
-        f"SELECT {TURN_COLUMNS}, {n} AS span_ordinal FROM turns WHERE session_id = :s{n} AND turn_index <= :u{n}"
+        f"SELECT {TURN_COLUMNS}, {n} AS span_ordinal FROM turns "
+        f"WHERE session_id = :s{n} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
     return text(f"SELECT * FROM ({branches}) AS spans ORDER BY span_ordinal, turn_index")
 
 
 class ExportStatements(Statements):
-    def effective_turns(self, spans: Sequence[tuple[str, int]]) -> list[TurnRow]:
-        """The turns of each (session, last turn index) span, in span then index order: one statement."""
+    def effective_turns(self, spans: Sequence[tuple[str, int, int]]) -> list[TurnRow]:
+        """The turns of each (session, first, last turn index) span, in span then index order: one statement."""
         if not spans:
             return []
         params: dict[str, Any] = {}
-        for n, (session_id, upto) in enumerate(spans):
-            params[f"s{n}"], params[f"u{n}"] = session_id, upto
+        for n, (session_id, first, upto) in enumerate(spans):
+            params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
         rows = self.conn.execute(_turns_sql(len(spans)), params).mappings()
         return [turn_from(row) for row in rows]
 

@@ -19,6 +19,7 @@ class LineageRow:
     cutoff_turn_index: int
     cutoff_record_index: int
     created_at: str
+    cutoff_segments: str | None = None  # the cutoff session's effective segments (segments.py)
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,10 @@ class SessionRow:
     # The role granted to the principal the row was read for (`viewer`), if any.
     viewer: str | None = None
     viewer_grant: str | None = None
+    version: int = 0  # bumped by every change to the transcript or metadata (the ETag)
+    revision: int = 0  # reverts so far
+    own_segments: str | None = None  # the own effective segments (segments.py); None: all
+    suspended_turn_id: str | None = None  # the turn holding the slot while suspended (capability suspend)
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,9 @@ class ChainLink:
     hops: int
     turn_bound: int | None
     record_bound: int | None
+    # The session's effective segments this read sees (segments.py): its own current ones for the
+    # session read, those a fork captured for an ancestor; None: all.
+    segments: str | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import and_, insert, or_, select, update
 
 from reference_impl.store import tables as t
 from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by, turn_from
@@ -56,13 +56,21 @@ class SessionStatements(Statements):
         row = self.conn.execute(select(t.turns).where(t.turns.c.turn_id == turn_id)).mappings().first()
         return turn_from(row) if row else None
 
-    def last_finished_turn(self, session_id: str) -> TurnRow | None:
+    def last_finished_turn(
+        self, session_id: str, turn_ranges: list[tuple[int, int | None]] | None = None
+    ) -> TurnRow | None:
+        """The session's last finished turn, among the turn index ranges given (segments.py)."""
         query = (
             select(t.turns)
             .where(t.turns.c.session_id == session_id, t.turns.c.end_record_index.is_not(None))
             .order_by(t.turns.c.turn_index.desc())
             .limit(1)
         )
+        if turn_ranges is not None and turn_ranges != [(0, None)]:
+            index = t.turns.c.turn_index
+            query = query.where(
+                or_(*[and_(index >= low, index < high) if high is not None else index >= low for low, high in turn_ranges])
+            )
         row = self.conn.execute(query).mappings().first()
         return turn_from(row) if row else None
 
@@ -75,7 +83,7 @@ class SessionStatements(Statements):
                 t.sessions.c.running_turn_id.is_(None),
                 t.sessions.c.suspended_turn_id.is_(None),  # a suspended or interrupted turn holds the slot too
             )
-            .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1)
+            .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1, version=t.sessions.c.version + 1)
             .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
         )
         row = self.conn.execute(query).first()
@@ -89,7 +97,7 @@ class SessionStatements(Statements):
         release = (
             update(t.sessions)
             .where(t.sessions.c.running_turn_id == turn_id)
-            .values(running_turn_id=None)
+            .values(running_turn_id=None, version=t.sessions.c.version + 1)
             .returning(t.sessions.c.record_count)
         )
         row = self.conn.execute(release).first()
@@ -107,7 +115,7 @@ class SessionStatements(Statements):
         query = (
             update(t.sessions)
             .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id == turn_id)
-            .values(record_count=t.sessions.c.record_count + count)
+            .values(record_count=t.sessions.c.record_count + count, version=t.sessions.c.version + 1)
             .returning(t.sessions.c.record_count)
         )
         row = self.conn.execute(query).first()
@@ -125,6 +133,6 @@ class SessionStatements(Statements):
                 t.sessions.c.running_turn_id == turn_id,
                 t.sessions.c.record_count == first + count,
             )
-            .values(record_count=first)
+            .values(record_count=first, version=t.sessions.c.version + 1)
         )
         return result.rowcount == 1

@@ -16,6 +16,8 @@ from reference_impl.store.export import ExportStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
 from reference_impl.store.leases import LeaseStatements
+from reference_impl.store.revert import RevertStatements
+from reference_impl.store.session_patch import SessionPatchStatements
 from reference_impl.store.listing import ListingStatements
 from reference_impl.store.rollout import RolloutStatements
 from reference_impl.store.sessions import SessionStatements
@@ -39,6 +41,8 @@ class Transaction(
     RolloutStatements,
     ContextStatements,
     ExportStatements,
+    RevertStatements,
+    SessionPatchStatements,
     SuspendStatements,
 ):
     """The statements available inside one read or write transaction: one base class per chapter."""

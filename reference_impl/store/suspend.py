@@ -39,7 +39,7 @@ class SuspendStatements(Statements):
         result = self.conn.execute(
             update(t.sessions)
             .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id == turn_id)
-            .values(running_turn_id=None, suspended_turn_id=turn_id)
+            .values(running_turn_id=None, suspended_turn_id=turn_id, version=t.sessions.c.version + 1)
         )
         return result.rowcount == 1
 
@@ -47,7 +47,7 @@ class SuspendStatements(Statements):
         result = self.conn.execute(
             update(t.sessions)
             .where(t.sessions.c.session_id == session_id, t.sessions.c.suspended_turn_id == turn_id)
-            .values(running_turn_id=turn_id, suspended_turn_id=None)
+            .values(running_turn_id=turn_id, suspended_turn_id=None, version=t.sessions.c.version + 1)
         )
         return result.rowcount == 1
 
@@ -56,7 +56,7 @@ class SuspendStatements(Statements):
         row = self.conn.execute(
             update(t.sessions)
             .where(t.sessions.c.session_id == session_id, t.sessions.c.suspended_turn_id == turn_id)
-            .values(suspended_turn_id=None)
+            .values(suspended_turn_id=None, version=t.sessions.c.version + 1)
             .returning(t.sessions.c.record_count)
         ).first()
         return int(row[0]) if row else None
@@ -84,7 +84,9 @@ class SuspendStatements(Statements):
         self.conn.execute(
             update(t.sessions)
             .where(t.sessions.c.running_turn_id.is_not(None))
-            .values(suspended_turn_id=t.sessions.c.running_turn_id, running_turn_id=None)
+            .values(
+                suspended_turn_id=t.sessions.c.running_turn_id, running_turn_id=None, version=t.sessions.c.version + 1
+            )
         )
         return int(count or 0)
 

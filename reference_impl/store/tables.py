@@ -24,6 +24,12 @@ sessions = Table(
     Column("deleted_at", String(40)),
     # Children not purged yet; a fork counts itself in under the row lock, a purge needs 0.
     Column("child_count", Integer, nullable=False, server_default="0"),
+    # Bumped by every change to the transcript or the metadata: the strong ETag (history.py).
+    Column("version", Integer, nullable=False, server_default="0"),
+    # Reverts so far, and the session's own effective segments since the last one (JSON; NULL:
+    # never reverted, every own record is effective).
+    Column("revision", Integer, nullable=False, server_default="0"),
+    Column("own_segments", Text),
     # The turn holding the slot while suspended or interrupted (running_turn_id is then NULL).
     Column("suspended_turn_id", ID),
     Index("ix_sessions_owner", "owner", "session_id"),
@@ -45,6 +51,8 @@ session_lineage = Table(
     Column("cutoff_turn_index", Integer, nullable=False),
     Column("cutoff_record_index", Integer, nullable=False),
     Column("created_at", String(40), nullable=False),
+    # The cutoff session's effective segments when the fork was taken (JSON; NULL: all of them).
+    Column("cutoff_segments", Text),
     Index("ix_session_lineage_parent", "parent_session_id"),
     Index("ix_session_lineage_root", "root_session_id"),
 )
@@ -121,6 +129,21 @@ attachments = Table(
     Column("size", Integer, nullable=False),
     Column("sha256", String(64), nullable=False),
     Column("content", LargeBinary, nullable=False),
+    Column("created_at", String(40), nullable=False),
+)
+
+# One row per revert: the session's own effective segments before and after it (history.py).
+session_reverts = Table(
+    "session_reverts",
+    metadata,
+    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("revision", Integer, primary_key=True),
+    Column("before_turn_id", ID, nullable=False),
+    Column("principal", String(256), nullable=False),
+    Column("segments_before", Text, nullable=False),
+    Column("segments_after", Text, nullable=False),
+    Column("reverted_turn_count", Integer, nullable=False),
+    Column("reverted_record_count", Integer, nullable=False),
     Column("created_at", String(40), nullable=False),
 )
 

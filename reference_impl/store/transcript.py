@@ -21,32 +21,38 @@ from reference_impl.store.rows import ChainLink, RecordRow, Segment
 # cutoff session's own edge applies.
 CHAIN_SQL = text(
     """
-WITH RECURSIVE chain(session_id, hops, turn_bound, record_bound,
-                     pend_session, pend_turn, pend_record, parent_id) AS (
-    SELECT s.session_id, 0, CAST(NULL AS INTEGER), CAST(NULL AS INTEGER),
-           l.cutoff_session_id, l.cutoff_turn_index, l.cutoff_record_index, l.parent_session_id
+WITH RECURSIVE chain(session_id, hops, turn_bound, record_bound, segs,
+                     pend_session, pend_turn, pend_record, pend_segs, parent_id) AS (
+    SELECT s.session_id, 0, CAST(NULL AS INTEGER), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
+           l.cutoff_session_id, l.cutoff_turn_index, l.cutoff_record_index, l.cutoff_segments,
+           l.parent_session_id
     FROM sessions s LEFT JOIN session_lineage l ON l.session_id = s.session_id
     WHERE s.session_id = :session_id
   UNION ALL
     SELECT c.parent_id, c.hops + 1,
            CASE WHEN c.pend_session = c.parent_id THEN c.pend_turn ELSE -1 END,
            CASE WHEN c.pend_session = c.parent_id THEN c.pend_record ELSE -1 END,
+           CASE WHEN c.pend_session = c.parent_id THEN c.pend_segs ELSE NULL END,
            CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_session_id ELSE c.pend_session END,
            CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_turn_index ELSE c.pend_turn END,
            CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_record_index ELSE c.pend_record END,
+           CASE WHEN c.pend_session = c.parent_id THEN l.cutoff_segments ELSE c.pend_segs END,
            l.parent_session_id
     FROM chain c LEFT JOIN session_lineage l ON l.session_id = c.parent_id
     WHERE c.parent_id IS NOT NULL AND c.hops < :max_hops
 )
 SELECT c.hops, c.turn_bound, c.record_bound,
+       CASE WHEN c.hops = 0 THEN s.own_segments ELSE c.segs END AS segments,
        s.session_id, s.owner, s.name, s.description, s.created_at, s.depth,
        s.turn_count, s.record_count, s.running_turn_id, s.deleted_at, s.child_count,
+       s.version, s.revision, s.own_segments,
        g.role AS g_role,
        l.parent_session_id AS l_parent_session_id, l.root_session_id AS l_root_session_id,
        l.depth AS l_depth, l.inherited_turn_count AS l_inherited_turn_count,
-       l.cut_mode AS l_cut_mode, l.cut_turn_id AS l_cut_turn_id,
        l.cutoff_session_id AS l_cutoff_session_id, l.cutoff_turn_index AS l_cutoff_turn_index,
-       l.cutoff_record_index AS l_cutoff_record_index, l.created_at AS l_created_at
+       l.cutoff_record_index AS l_cutoff_record_index, l.created_at AS l_created_at,
+       l.cutoff_segments AS l_cutoff_segments,
+       l.cut_mode AS l_cut_mode, l.cut_turn_id AS l_cut_turn_id
 FROM chain c
 JOIN sessions s ON s.session_id = c.session_id
 LEFT JOIN session_lineage l ON l.session_id = c.session_id
@@ -122,6 +128,7 @@ class TranscriptStatements(Statements):
                 hops=row["hops"],
                 turn_bound=row["turn_bound"],
                 record_bound=row["record_bound"],
+                segments=row["segments"],
             )
             for row in rows
         ]

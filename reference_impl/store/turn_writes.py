@@ -73,6 +73,7 @@ class TurnWriteStatements(Statements):
                 running_turn_id=None if finish else turn_id,
                 turn_count=t.sessions.c.turn_count + 1,
                 record_count=t.sessions.c.record_count + count,
+                version=t.sessions.c.version + 1,
             )
             .returning(t.sessions.c.turn_count, t.sessions.c.record_count, t.sessions.c.child_count)
         )
@@ -94,7 +95,7 @@ class TurnWriteStatements(Statements):
                 sessions.c.child_count == child_count,
                 (sessions.c.running_turn_id == turn_id) | sessions.c.running_turn_id.is_(None),
             )
-            .values(turn_count=turn_index, record_count=first, running_turn_id=None)
+            .values(turn_count=turn_index, record_count=first, running_turn_id=None, version=sessions.c.version + 1)
         )
         if result.rowcount != 1:
             return False

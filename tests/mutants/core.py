@@ -67,7 +67,7 @@ def depth_not_enforced(settings: Settings) -> ASGIApp:
 @mutant("FORK-CUT-LATEST-001", description="A latest cut includes the running turn and its records")
 def running_turn_inherited(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def last_finished_turn(self, session_id: str) -> Any:
+        def last_finished_turn(self, session_id: str, turn_ranges: Any = None) -> Any:
             from reference_impl.store import tables as t
             from sqlalchemy import select
 

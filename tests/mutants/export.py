@@ -12,7 +12,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reference_impl import cursors, views
 from reference_impl.errors import NotFound
 from reference_impl.principals import public_id
-from reference_impl.services.export import ExportService, TurnPositionService, spans_of
+from reference_impl.services.export import ExportService, TurnPositionService, record_segments_of, spans_of
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import RecordRow, Segment
@@ -152,11 +152,14 @@ class FilterAfterReading(ExportService):
         with self.store.read() as tx:
             chain = self.access.visible_chain(tx, principal, session_id)
             spans = spans_of(chain)
-            turns = tx.effective_turns([(span.session_id, span.last_turn) for span in spans if span.turns > 0])
+            turns = tx.effective_turns([(span.session_id, span.first, span.last) for span in spans])
+            wanted = record_segments_of(chain)
             everything = [Segment(link.session.session_id, -1, link.session.record_count - 1) for link in chain]
             rows = tx.records([s for s in everything if s.upto is not None and s.upto >= 0], 10**9)
-        bounds = {span.session_id: span.last_record for span in spans}
-        kept = [row for row in rows if row.record_index <= bounds[row.session_id]]
+        kept = [
+            row for row in rows
+            if any(seg.session_id == row.session_id and seg.after < row.record_index <= (seg.upto or -1) for seg in wanted)
+        ]
         return {
             "session_id": public_id(session_id),
             "turn_count": len(turns),
@@ -298,14 +301,14 @@ class RecordsUpToTheTurn(TurnPositionService):
                 raise NotFound(f"no turn at position {n}")
             span, index = found
             turn = self._turn(tx, span.session_id, index)
-            last = (turn.end_record_index - 1) if turn.end_record_index is not None else span.last_record
+            holder = next(link.session for link in chain if link.session.session_id == span.session_id)
+            last = (turn.end_record_index - 1) if turn.end_record_index is not None else holder.record_count - 1
             segments = []
-            for item in spans:
-                upto = last if item is span else item.last_record
-                if upto >= 0:
-                    segments.append(Segment(item.session_id, -1, upto))
-                if item is span:
+            for item in record_segments_of(chain):
+                if item.session_id == span.session_id and item.after < turn.first_record_index <= (item.upto or -1):
+                    segments.append(Segment(item.session_id, item.after, last))
                     break
+                segments.append(item)
             rows = [row for row in tx.records(segments, 10**9) if row.turn_id == turn.turn_id]
         size = self.limits.max_page_size
         return {

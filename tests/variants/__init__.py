@@ -48,8 +48,10 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     return reference_app(
         replace(
             settings,
-            disabled_capabilities=frozenset({"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write",
-                                   "transcript-export", "turn-by-position"}),
+            disabled_capabilities=frozenset(
+                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch",
+                 "transcript-export", "turn-by-position"}
+            ),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
             records_examined_diagnostics=False,

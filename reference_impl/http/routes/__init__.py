@@ -9,6 +9,8 @@ from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
 from reference_impl.http.routes.leases import LeasesHandlers
 from reference_impl.http.routes.listing import ListingHandlers
+from reference_impl.http.routes.revert import RevertHandlers
+from reference_impl.http.routes.session_patch import SessionPatchHandlers
 from reference_impl.http.routes.rollout import RolloutHandlers
 from reference_impl.http.routes.sessions import SessionsHandlers
 from reference_impl.http.routes.suspend import SuspendHandlers
@@ -28,6 +30,8 @@ CHAPTERS = (
     ContextHandlers,
     ExportHandlers,
     TurnPositionHandlers,
+    RevertHandlers,
+    SessionPatchHandlers,
     SuspendHandlers,
 )
 

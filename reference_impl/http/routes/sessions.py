@@ -15,6 +15,12 @@ from reference_impl.http.requests import idempotency_key, path_id, scope_ids, wr
 from reference_impl.http.routes.rollout import start_turn_with_replay
 
 
+def etag_header(view: Any) -> dict[str, str]:
+    """The `ETag` of a response that shows a session (revert and session-patch compare it)."""
+    tag = getattr(view, "etag", None)
+    return {"ETag": tag} if tag else {}
+
+
 class SessionsHandlers(Handlers):
     chapter = "sessions"
 
@@ -31,12 +37,13 @@ class SessionsHandlers(Handlers):
         principal = self.principal(request)
         body = scope_ids(principal, await self.body(request, "session-create.json"), ("session_id",))
         result = await run_in_threadpool(self.services.sessions.create_session, principal, body)
-        return JSONResponse(result, status_code=201)
+        return JSONResponse(result, status_code=201, headers=etag_header(result))
 
     async def get_session(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        return JSONResponse(await run_in_threadpool(self.services.sessions.get_session, principal, session_id))
+        result = await run_in_threadpool(self.services.sessions.get_session, principal, session_id)
+        return JSONResponse(result, headers=etag_header(result))
 
     def _written(self, outcome: Any) -> Response:
         return JSONResponse(
