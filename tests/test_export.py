@@ -202,3 +202,31 @@ def test_export_vectors_match_their_schema_and_have_unique_descriptions() -> Non
         introduced = {step["turn"] for step in case["steps"] if step["op"] == "turn"}
         for want in case["expect"].values():
             assert set(want["turns"]) <= introduced, case["description"]
+
+
+# ---------------------------------------------------------------- with revert
+def test_export_and_positions_follow_a_revert(tmp_path) -> None:
+    """Reverted turns and records leave the export and the positions, in the session and in a fork."""
+    app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'rev.db'}", tokens=TOKENS))
+    with serve_app(app) as server, httpx.Client(base_url=server.url, headers=AUTH) as http:
+        sid = http.post("/sessions", json={}).json()["session_id"]
+        first = run_turn(http, sid, 2)
+        second = run_turn(http, sid, 3)
+        etag = http.get(f"/sessions/{sid}").headers["ETag"]
+        reverted = http.post(f"/sessions/{sid}/revert", json={"turn_id": second}, headers={"If-Match": etag})
+        assert reverted.status_code in (200, 201), reverted.text
+        third = run_turn(http, sid, 1)
+        child = http.post(f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}).json()["session"]["session_id"]
+        fourth = run_turn(http, child, 1)
+        for session, turns in ((sid, [first, third]), (child, [first, third, fourth])):
+            exported = http.get(f"/sessions/{session}/export").json()
+            paged = http.get(f"/sessions/{session}/transcript", params={"limit": 200}).json()["records"]
+            assert exported["records"] == paged
+            assert [turn["turn_id"] for turn in exported["turns"]] == turns
+            for position, turn_id in enumerate(turns, start=1):
+                answer = http.get(f"/sessions/{session}/effective-turns/{position}")
+                assert answer.json()["turn"]["turn_id"] == turn_id, (session, position)
+                assert [r["turn_id"] for r in answer.json()["records"]] == [r["turn_id"] for r in paged if r["turn_id"] == turn_id]
+                cursor = answer.json()["next_cursor"]
+                assert http.get(f"/sessions/{session}/transcript", params={"cursor": cursor}).status_code == 200
+            assert http.get(f"/sessions/{session}/effective-turns/{len(turns) + 1}").status_code == 404
