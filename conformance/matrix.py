@@ -19,6 +19,8 @@ OPERATIONS = (
     "read session",
     "lineage",
     "transcript",
+    "export",
+    "turn at",
     "attachment read",
     "list",
     "descendants",
@@ -29,6 +31,13 @@ OPERATIONS = (
     "delete",
 )
 ATTACHMENT_OPERATIONS = ("attachment read", "attachment delete")
+# Operations of optional capabilities besides `sharing`: a matrix leaves out those the target lacks.
+CAPABILITY_OPERATIONS = {
+    "attachment read": "attachments",
+    "attachment delete": "attachments",
+    "export": "transcript-export",
+    "turn at": "turn-by-position",
+}
 LISTED, ABSENT = "listed", "absent"
 
 
@@ -73,6 +82,9 @@ def expected(role: str, position: str, operation: str) -> tuple[str, str]:
         # The session's own attachment, which no descendant inherits.
         "attachment delete": ("204" if writes else "403 forbidden", "ATT-IMMUTABLE-001" if writes else "AUTH-ROLES-001"),
         "delete": ("204" if role == "owner" else "403 forbidden", "DEL-SOFT-001" if role == "owner" else "AUTH-ROLES-001"),
+        # Reads of what the session inherits (EXPORT-READ-001, TURN-POS-READ-001 authorise them so).
+        "export": (through, "AUTH-LINEAGE-READ-001"),
+        "turn at": (through, "AUTH-LINEAGE-READ-001"),
     }
     return table[operation]
 

@@ -21,6 +21,7 @@ CHECK_MODULES = (
     "authorization",
     "turn_writes",
     "context",
+    "export",
     "revert",
     "session_patch",
     "suspend",

@@ -1,5 +1,10 @@
-"""Counts real storage work per request: round trips (`Storage-Round-Trips`) and stored items
-written (`Storage-Items-Written`).
+"""Counts real storage work per request: round trips (`Storage-Round-Trips`), stored items
+written (`Storage-Items-Written`) and stored records examined (`Storage-Records-Examined`).
+
+Records examined are counted by the statements that read records (`store/transcript.py` and the
+chapters reading through it): every row a records statement produces. Each of them is a set of
+index range scans, each with its own `LIMIT` and no limit over their union, so the rows it
+produces are the rows the database reads; no statement reads records only to discard them.
 
 Items written are the rows that INSERT, UPDATE and DELETE statements report as affected
 (`cursor.rowcount`, summed over every row of an executemany). On SQLite, whose driver learns a
@@ -27,6 +32,7 @@ _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 class StorageCounter:
     statements: int = 0  # round trips: data statements sent and waited for
     items_written: int = 0  # rows created, changed or deleted by committed transactions
+    records_examined: int = 0  # stored records read from storage to serve the request
 
 
 RoundTripCounter = StorageCounter  # the name it had when it counted round trips only
@@ -41,6 +47,13 @@ def start_counting() -> StorageCounter:
     counter = StorageCounter()
     _current.set(counter)
     return counter
+
+
+def count_records_examined(count: int) -> None:
+    """Add `count` stored records a statement read to the current request's count."""
+    counter = _current.get()
+    if counter is not None:
+        counter.records_examined += count
 
 
 def _is_transaction_control(statement: str) -> bool:

@@ -143,6 +143,8 @@ class CapabilityMissing(DomainError):
         self.members = {"missing_capabilities": list(missing)}
 
 
+class ExportTooLarge(DomainError):
+    kind = "export-too-large"
 class TurnNotSuspended(DomainError):
     """Recover or abandon of a turn that is not suspended or interrupted (capability `suspend`)."""
 

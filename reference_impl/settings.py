@@ -23,6 +23,7 @@ class Limits:
     max_context_bytes: int = 65_536  # model-context: the budget of a context read
     max_context_record_bytes: int = 4_096  # model-context: a record's cap within it
     max_import_line_bytes: int = 65_536  # legacy-import: the longest line an import reads
+    max_export_records: int = 5_000  # transcript-export: the most records (and turns) one export returns
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ class Settings:
     projects: dict[str, str] = field(default_factory=dict)
     query_count_diagnostics: bool = True
     write_count_diagnostics: bool = True  # the Storage-Items-Written header (diagnostics.write-count)
+    # the Storage-Records-Examined header (diagnostics.records-examined)
+    records_examined_diagnostics: bool = True
     # Optional capabilities this server runs without (for example `writer-lease`): not advertised,
     # and their operations answer 404.
     disabled_capabilities: frozenset[str] = frozenset()

@@ -47,6 +47,8 @@ def test_profiles_file_holds_core_and_full() -> None:
     # 1.2.0 adds capabilities to full (each chapter its own), none to core.
     assert "model-context" in spec.profile_capabilities("full", "1.2.0")
     assert "model-context" not in spec.profile_capabilities("full", "1.1.0")
+    assert "diagnostics.records-examined" in spec.profile_capabilities("full", "1.2.0")
+    assert "diagnostics.records-examined" not in spec.profile_capabilities("full", "1.1.0")
     assert all(entry["title"] and spec.version_tuple(entry["since"]) for entry in profiles.values())
     assert spec.profile_capabilities("full", "1.0.0")[-1] == "diagnostics.query-count"
     assert spec.profile_capabilities("full", "1.1.0")[-3:] == ["diagnostics.write-count", "sharing", "attachments"]

@@ -178,7 +178,7 @@ def test_every_response_carries_the_diagnostic_headers() -> None:
     for operation_id, entry in OPERATIONS.items():
         for status, response in entry["operation"]["responses"].items():
             headers = set(_resolve(response).get("headers", {}))
-            missing = {"Storage-Round-Trips", "Storage-Items-Written"} - headers
+            missing = {"Storage-Round-Trips", "Storage-Items-Written", "Storage-Records-Examined"} - headers
             assert not missing, f"{operation_id} {status} lacks {sorted(missing)}"
 
 
@@ -209,6 +209,7 @@ def test_capabilities_are_named_and_conditional_rules_say_so() -> None:
         "DIAG-FORK-COST-": "diagnostics.query-count",
         "DIAG-WRITES-": "diagnostics.write-count",
         "DIAG-FORK-WRITES-": "diagnostics.write-count",
+        "DIAG-RECORDS-": "diagnostics.records-examined",
     }
     for req in REQUIREMENTS:
         for prefix, capability in expected.items():

@@ -16,7 +16,7 @@ from typing import Any
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
-from conformance.matrix import ATTACHMENT_OPERATIONS, LISTED, OPERATIONS, POSITIONS, ROLES, ABSENT, Matrix
+from conformance.matrix import CAPABILITY_OPERATIONS, LISTED, OPERATIONS, POSITIONS, ROLES, ABSENT, Matrix
 from conformance.registry import check
 
 PROBLEM = "urn:session-lineage:problem:"
@@ -466,6 +466,10 @@ def perform(ctx: CheckContext, operation: str, actor: ApiClient, chain: ThreeOwn
         return answer(actor.request("DELETE", f"/sessions/{sid}/attachments/{chain.own_attachment[position]}"))
     if operation == "delete":
         return answer(actor.request("DELETE", f"/sessions/{sid}"))
+    if operation == "export":
+        return answer(actor.get(f"/sessions/{sid}/export"))
+    if operation == "turn at":
+        return answer(actor.get(f"/sessions/{sid}/effective-turns/1"))
     raise ValueError(operation)
 
 
@@ -487,11 +491,10 @@ MATRIX_REQUIREMENTS = (
 )
 
 
-@check(*MATRIX_REQUIREMENTS, title="Authorization matrix: 5 roles x 11 operations x root, middle and leaf of a three-owner chain", needs=("sharing",))
+@check(*MATRIX_REQUIREMENTS, title="Authorization matrix: 5 roles x 9 to 13 operations x root, middle and leaf of a three-owner chain", needs=("sharing",))
 def authorization_matrix(ctx: CheckContext) -> None:
     alice, bob, carol, dave = ctx.principals("owner", "stranger", "reader", "writer")
-    attachments = ctx.has("attachments")
-    matrix = Matrix(OPERATIONS if attachments else tuple(op for op in OPERATIONS if op not in ATTACHMENT_OPERATIONS))
+    matrix = Matrix(tuple(op for op in OPERATIONS if op not in CAPABILITY_OPERATIONS or ctx.has(CAPABILITY_OPERATIONS[op])))
     for position in POSITIONS:
         for role in ROLES:
             chain = three_owners(ctx, alice, carol, dave)  # fresh: the last operation deletes

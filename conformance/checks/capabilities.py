@@ -10,7 +10,11 @@ from conformance.registry import check
 
 CORE = ("fork", "effective-transcript", "lineage", "idempotency")
 # Optional names and the `diagnostics` flag each must agree with.
-DIAGNOSTIC_NAMES = {"diagnostics.query-count": "query_count", "diagnostics.write-count": "write_count"}
+DIAGNOSTIC_NAMES = {
+    "diagnostics.query-count": "query_count",
+    "diagnostics.write-count": "write_count",
+    "diagnostics.records-examined": "records_examined",
+}
 # The smallest limits every server supports (CAP-LIMITS-001): the suite can exercise them all.
 MINIMUM_LIMITS = {
     "max_lineage_depth": 5,
@@ -107,6 +111,8 @@ OPTIONAL_OPERATIONS = {
         ("DELETE", "/sessions/{sid}", None),
     ],
     "attachments": [("POST", "/sessions/{sid}/attachments", {}), ("GET", "/sessions/{sid}/attachments/a1", None)],
+    "transcript-export": [("GET", "/sessions/{sid}/export", None)],
+    "turn-by-position": [("GET", "/sessions/{sid}/effective-turns/1", None)],
     "model-context": [("GET", "/sessions/{sid}/context", None)],
     "suspend": [
         ("GET", "/sessions/{sid}/turns/t1", None),

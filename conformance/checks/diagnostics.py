@@ -1,5 +1,5 @@
-"""Chapter: diagnostics (storage round trips and stored items written, observed through the
-advertised headers)."""
+"""Chapter: diagnostics (storage round trips, stored items written and stored records examined,
+observed through the advertised headers)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,10 @@ CAPABILITY = "diagnostics.query-count"
 HEADER = "Storage-Round-Trips"
 WRITES_CAPABILITY = "diagnostics.write-count"
 WRITES_HEADER = "Storage-Items-Written"
+RECORDS_CAPABILITY = "diagnostics.records-examined"
+RECORDS_HEADER = "Storage-Records-Examined"
+# DIAG-RECORDS-PAGE-001: a page of size L examines at most L + 1 + PAGE_ALLOWANCE records.
+PAGE_ALLOWANCE = 2
 # DIAG-DEPTH-001: the depths every target is read at, and the most each read may cost.
 DEPTHS = (0, 1, 5)
 TRANSCRIPT_PAGE_BOUND = 2
@@ -41,6 +45,10 @@ def round_trips(response: Response) -> int:
 
 def items_written(response: Response) -> int:
     return _count(response, WRITES_HEADER, "DIAG-WRITES-001")
+
+
+def records_examined(response: Response) -> int:
+    return _count(response, RECORDS_HEADER, "DIAG-RECORDS-001")
 
 
 @check("DIAG-HEADER-001", title="Every response carries the round-trip count", needs=(CAPABILITY,))
@@ -257,4 +265,103 @@ def listing_cost_by_depth(ctx: CheckContext) -> None:
     ctx.expect(
         len(set(page_costs)) == 1 and page_costs[0] <= 2,
         f"session listing round trips per page: {page_costs} (by depth of the sessions listed: {by_depth})",
+    )
+
+
+def _records_in(ctx: CheckContext, response: Response) -> int:
+    """How many records a 200 page holds (failing the check, not crashing, on a malformed body)."""
+    body = response.json()
+    records = body.get("records") if isinstance(body, dict) else None
+    ctx.expect(isinstance(records, list), f"{describe(response.exchange)}: the page has no `records` list", "XS-PAGE-001")
+    return len(records)
+
+
+@check("DIAG-RECORDS-001", title="Every response carries the stored records it examined: 0 without reading any, at least what it returns",
+       needs=(RECORDS_CAPABILITY,))
+def records_examined_on_every_response(ctx: CheckContext) -> None:
+    source, turns, records = ctx.conversation(2, records_per_turn=3)
+    sid = source["session_id"]
+    child = ctx.fork_ok(sid, {"mode": "latest"})["session"]["session_id"]
+    ctx.run_turn(child, "user", 2)
+    pages = [
+        ctx.alice.get(f"/sessions/{sid}/transcript"),
+        ctx.alice.get(f"/sessions/{child}/transcript"),
+        ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 2}),
+        ctx.alice.get(f"/sessions/{sid}/records"),
+        ctx.alice.get(f"/sessions/{child}/records", params={"limit": 1}),
+    ]
+    for page in pages:
+        ctx.expect_status(page, 200)
+    without_records = [ctx.alice.get("/capabilities"), ctx.anonymous.get(f"/sessions/{sid}/transcript")]
+    others = [
+        ctx.alice.get(f"/sessions/{sid}"),
+        ctx.alice.get(f"/sessions/{child}/lineage"),
+        ctx.alice.get(f"/sessions/{ctx.new_id('missing')}/transcript"),
+        ctx.alice.get("/no/such/route"),
+        ctx.alice.request("PATCH", f"/sessions/{sid}/transcript", json={}),
+        ctx.alice.post(f"/sessions/{sid}/turns", content=b"{", headers={"Content-Type": "application/json"}),
+        ctx.fork(child, {"mode": "latest"}),
+        ctx.alice.post(f"/sessions/{sid}/turns/{turns[0]['turn_id']}/records",
+                       json={"records": [{"type": "message", "content": {"late": True}}]}),
+    ]
+    ctx.expect(without_records[1].status == 401, f"{describe(without_records[1].exchange)}; expected 401 without credentials",
+               "AUTH-REQUIRED-001")
+    for response in without_records:
+        count = records_examined(response)
+        ctx.expect(
+            count == 0,
+            f"{response.exchange.method} {response.exchange.url} answered {response.status} and reported "
+            f"{RECORDS_HEADER}: {count}; discovery and a 401 read no record and report 0",
+        )
+    for response in others:
+        records_examined(response)  # present and a count, whatever it is
+    for page in pages:
+        held, count = _records_in(ctx, page), records_examined(page)
+        ctx.expect(
+            count >= held,
+            f"{page.exchange.method} {page.exchange.url} returned {held} records and reported {RECORDS_HEADER}: "
+            f"{count}; every record returned was examined, so the count is not counted",
+        )
+
+
+@check("DIAG-RECORDS-PAGE-001", title="A page examines at most its size + 3 records at depths 0, 1, 5 and the maximum, at every position",
+       needs=(RECORDS_CAPABILITY,))
+def records_examined_by_depth(ctx: CheckContext) -> None:
+    maximum = ctx.limits["max_lineage_depth"]
+    if maximum < max(DEPTHS):
+        raise CheckFailed(
+            f"max_lineage_depth is {maximum}, below the minimum of {max(DEPTHS)} (CAP-LIMITS-001), so the "
+            f"records a page examines at depth {max(DEPTHS)} cannot be measured",
+            ["CAP-LIMITS-001"],
+        )
+    small = min(3, ctx.limits["max_page_size"])
+    default = ctx.limits["default_page_size"]
+    # Every session holds more records than a small page, so a page that reads up to its size from
+    # each ancestor shows at once.
+    ids = ctx.chain(maximum, records_per_turn=small + 2)
+    over: list[str] = []
+    under: list[str] = []
+    seen: dict[str, int] = {}
+
+    def measure(what: str, response: Response, size: int) -> None:
+        ctx.expect_status(response, 200)
+        count, held = records_examined(response), _records_in(ctx, response)
+        seen[what] = count
+        if count > size + 1 + PAGE_ALLOWANCE:
+            over.append(f"{what} (page size {size}, {held} returned): {count} examined")
+        if count < held:
+            under.append(f"{what}: {held} returned, {count} examined")
+
+    for depth in sorted({*DEPTHS, maximum}):
+        sid = ids[depth]
+        measure(f"depth {depth} first transcript page, default size", ctx.alice.get(f"/sessions/{sid}/transcript"), default)
+        measure(f"depth {depth} own records page", ctx.alice.get(f"/sessions/{sid}/records", params={"limit": small}), small)
+        pages: list[Response] = []
+        ctx.walk(sid, limit=small, on_page=pages.append)
+        for number, page in enumerate(pages):
+            measure(f"depth {depth} transcript page {number + 1} of {len(pages)}", page, small)
+    ctx.expect(not under, f"pages reported fewer records examined than they returned: {under[:5]}", "DIAG-RECORDS-001")
+    ctx.expect(
+        not over,
+        f"{len(over)} pages examined more than their size + {1 + PAGE_ALLOWANCE} records, e.g. {over[:4]}",
     )

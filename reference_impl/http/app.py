@@ -27,20 +27,24 @@ from reference_impl.store.engine import make_engine, migrate
 log = logging.getLogger("reference_impl")
 ROUND_TRIPS_HEADER = "Storage-Round-Trips"
 ITEMS_WRITTEN_HEADER = "Storage-Items-Written"
+RECORDS_EXAMINED_HEADER = "Storage-Records-Examined"
 
 
 class OutermostLayer:
     """ASGI middleware around everything else: the diagnostic headers, and the 500 problem.
 
     An unexpected failure is rendered here, inside the counting, so even that answer carries
-    `Storage-Round-Trips` and `Storage-Items-Written` and is problem+json. The headers are added
+    `Storage-Round-Trips`, `Storage-Items-Written` and `Storage-Records-Examined` and is problem+json. The headers are added
     when the response starts: every transaction of the request has ended by then.
     """
 
-    def __init__(self, app: ASGIApp, count_round_trips: bool, count_writes: bool = False) -> None:
+    def __init__(
+        self, app: ASGIApp, count_round_trips: bool, count_writes: bool = False, count_records_examined: bool = False
+    ) -> None:
         self.app = app
         self.count_round_trips = count_round_trips
         self.count_writes = count_writes
+        self.count_records_examined = count_records_examined
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,6 +62,8 @@ class OutermostLayer:
                     headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
                 if self.count_writes:
                     headers.append((ITEMS_WRITTEN_HEADER.lower().encode(), str(counter.items_written).encode()))
+                if self.count_records_examined:
+                    headers.append((RECORDS_EXAMINED_HEADER.lower().encode(), str(counter.records_examined).encode()))
                 message = {**message, "headers": headers}
             await send(message)
 
@@ -140,6 +146,7 @@ def build_app(services: Services, settings: Settings) -> Starlette:
         OutermostLayer,
         count_round_trips=settings.query_count_diagnostics,
         count_writes=settings.write_count_diagnostics,
+        count_records_examined=settings.records_examined_diagnostics and not settings.legacy,  # not in profile legacy
     )
     app.state.services = services
     return app

@@ -23,6 +23,7 @@ def settings_to_environment(settings: Settings) -> None:
             "projects": settings.projects,
             "query_count_diagnostics": settings.query_count_diagnostics,
             "write_count_diagnostics": settings.write_count_diagnostics,
+            "records_examined_diagnostics": settings.records_examined_diagnostics,
             "limits": vars(settings.limits),
             "legacy": settings.legacy,
         }

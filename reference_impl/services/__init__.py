@@ -16,6 +16,7 @@ from reference_impl.services.capabilities import CapabilitiesService
 from reference_impl.services.common import ChapterService
 from reference_impl.services.context import ContextService
 from reference_impl.services.deletion import DeletionService
+from reference_impl.services.export import ExportService, TurnPositionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
 from reference_impl.services.legacy_import import ImportService
@@ -53,6 +54,8 @@ PARTS: dict[str, type] = {
     "replay": ReplayService,
     "rewind": RewindService,
     "context": ContextService,
+    "export": ExportService,
+    "turn_positions": TurnPositionService,
     "revert": RevertService,
     "session_patch": SessionPatchService,
     "suspend": SuspendService,
@@ -76,6 +79,8 @@ class Services:
     replay: ReplayService | None = None  # None without `replay-history`
     rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
+    export: ExportService | None = None  # None without `transcript-export`
+    turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
     revert: RevertService | None = None  # None without `revert`
     session_patch: SessionPatchService | None = None  # None without `session-patch`
     suspend: SuspendService | None = None  # None without `suspend`
@@ -85,7 +90,7 @@ class Services:
         found = [
             self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
             self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.revert,
-            self.session_patch, self.legacy_import,
+            self.session_patch, self.legacy_import, self.export, self.turn_positions,
         ]
         return [chapter for chapter in found if chapter is not None]
 
@@ -114,12 +119,16 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
 
     names = (
         "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
-        "replay", "rewind", "context", "suspend", "revert", "session_patch", "legacy_import",
+        "replay", "rewind", "context", "suspend", "revert", "session_patch", "legacy_import", "export", "turn_positions",
     )
     built = {name: chapter(name) for name in names}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
-        limits, running, settings.query_count_diagnostics, write_count_diagnostics=settings.write_count_diagnostics
+        limits,
+        running,
+        settings.query_count_diagnostics,
+        write_count_diagnostics=settings.write_count_diagnostics,
+        records_examined_diagnostics=settings.records_examined_diagnostics and not settings.legacy,
     )
     if settings.legacy:
         capabilities.only = LEGACY_CAPABILITIES

@@ -18,11 +18,13 @@ class CapabilitiesService:
         chapters: Sequence[ChapterService],
         query_count_diagnostics: bool,
         write_count_diagnostics: bool = False,
+        records_examined_diagnostics: bool = False,
     ) -> None:
         self.limits = limits
         self.chapters = chapters
         self.query_count_diagnostics = query_count_diagnostics
         self.write_count_diagnostics = write_count_diagnostics
+        self.records_examined_diagnostics = records_examined_diagnostics
         self.only: frozenset[str] | None = None  # a legacy server advertises only these
 
 
@@ -36,6 +38,10 @@ class CapabilitiesService:
         if self.write_count_diagnostics:
             names.append("diagnostics.write-count")
             diagnostics["write_count_header"] = "Storage-Items-Written"
+        diagnostics["records_examined"] = self.records_examined_diagnostics
+        if self.records_examined_diagnostics:
+            names.append("diagnostics.records-examined")
+            diagnostics["records_examined_header"] = "Storage-Records-Examined"
         if self.only is not None:
             names = [name for name in names if name in self.only]
         limits = self.limits

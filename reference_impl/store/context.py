@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.sql.elements import TextClause
 
+from reference_impl import diagnostics
 from reference_impl.store.common import Statements
 from reference_impl.store.rows import Segment
 
@@ -83,6 +84,9 @@ class ContextStatements(Statements):
             assert segment.upto is not None
             params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
         rows = self.records_conn.execute(_context_sql(len(segments)), params).mappings()
+        # The statement scans every record of every segment (to size the turns) and returns only the
+        # last turns: each segment's whole index range is examined (`Storage-Records-Examined`).
+        diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments))
         return [
             StoredRecord(
                 record_id=row["record_id"],

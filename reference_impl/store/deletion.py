@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import delete, func, update
 
+from reference_impl import diagnostics
 from reference_impl.store import tables as t
 from reference_impl.store.common import Statements
 
@@ -40,7 +41,9 @@ class DeletionStatements(Statements):
         return result.rowcount == 1
 
     def delete_records_of(self, session_id: str) -> None:
-        self.records_conn.execute(delete(t.records).where(t.records.c.session_id == session_id))
+        """Delete the session's records; each counts as a record examined (`Storage-Records-Examined`)."""
+        deleted = self.records_conn.execute(delete(t.records).where(t.records.c.session_id == session_id)).rowcount
+        diagnostics.count_records_examined(max(deleted or 0, 0))
 
     def purge_session(self, session_id: str, parent_id: str | None) -> None:
         """Remove the session's own rows (its records are gone already) and uncount it from its

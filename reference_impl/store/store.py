@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from reference_impl.store.attachments import AttachmentStatements
 from reference_impl.store.context import ContextStatements
 from reference_impl.store.deletion import DeletionStatements
+from reference_impl.store.export import ExportStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
 from reference_impl.store.legacy_import import LegacyImportStatements
@@ -40,6 +41,7 @@ class Transaction(
     TurnWriteStatements,
     RolloutStatements,
     ContextStatements,
+    ExportStatements,
     RevertStatements,
     SessionPatchStatements,
     SuspendStatements,

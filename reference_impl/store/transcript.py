@@ -11,6 +11,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.sql.elements import TextClause
 
+from reference_impl import diagnostics
 from reference_impl.store.common import Statements, session_from
 from reference_impl.store.rows import ChainLink, RecordRow, Segment
 
@@ -148,4 +149,11 @@ class TranscriptStatements(Statements):
             if segment.upto is not None:
                 params[f"u{n}"] = segment.upto
         query = _records_sql(tuple(segment.upto is not None for segment, _ in plan))
-        return [_record_from(row) for row in self.records_conn.execute(query, params).mappings()]
+        return self.read_records(query, params)
+
+    def read_records(self, query: Any, params: dict[str, Any]) -> list[RecordRow]:
+        """Run a records statement and count every row it produces as a record examined
+        (`Storage-Records-Examined`): records statements never read rows only to discard them."""
+        rows = [_record_from(row) for row in self.records_conn.execute(query, params).mappings()]
+        diagnostics.count_records_examined(len(rows))
+        return rows

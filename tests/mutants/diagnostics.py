@@ -1,7 +1,9 @@
-"""Mutants: the diagnostics headers (round trips by depth, stored items written, copying forks)."""
+"""Mutants: the diagnostics headers (round trips by depth, stored items written, copying forks,
+stored records examined)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, and_, insert, literal, or_, select
@@ -14,9 +16,19 @@ from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.engine import make_engine
-from tests.mutants import app_with_layers, app_with_service, mutant, reference_app, rewrite_responses
+from reference_impl.store.rows import RecordRow, Segment
+from reference_impl.store.transcript import _records_sql
+from tests.mutants import (
+    app_with_layers,
+    app_with_service,
+    app_with_transaction,
+    mutant,
+    reference_app,
+    rewrite_responses,
+)
 
 ITEMS_WRITTEN = b"storage-items-written"
+RECORDS_EXAMINED = b"storage-records-examined"
 Headers = list[tuple[bytes, bytes]]
 
 
@@ -115,3 +127,44 @@ def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
             return outcome
 
     return app_with_layers(settings, Service)
+
+
+# ---------------------------------------------------------------- DIAG-RECORDS-001
+@mutant("DIAG-RECORDS-001", select=("diagnostics.records_examined_on_every_response",),
+        description="Storage-Records-Examined is only sent on successful responses")
+def records_examined_missing_on_errors(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
+        if status >= 400:
+            headers = [(k, v) for k, v in headers if k.lower() != RECORDS_EXAMINED]
+        return status, headers, body
+
+    return rewrite_responses(reference_app(settings), rewrite)
+
+
+@mutant("DIAG-RECORDS-001", select=("diagnostics.records_examined_on_every_response",),
+        description="Storage-Records-Examined is an estimate: 0 on every answer")
+def records_examined_always_zero(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
+        return status, [(k, v) for k, v in headers if k.lower() != RECORDS_EXAMINED] + [(RECORDS_EXAMINED, b"0")], body
+
+    return rewrite_responses(reference_app(settings), rewrite)
+
+
+# ---------------------------------------------------------------- DIAG-RECORDS-PAGE-001
+@mutant("DIAG-RECORDS-PAGE-001", select=("diagnostics.records_examined_by_depth",),
+        description="The 1.1 records query: every segment's branch reads up to the page size + 1, whether the page "
+                    "reaches it or not, and the rows beyond the page are dropped after reading (still one statement)")
+def page_reads_every_segment(settings: Settings) -> ASGIApp:
+    class Tx(Transaction):
+        def records(self, segments: Sequence[Segment], limit: int) -> list[RecordRow]:
+            if not segments:
+                return []
+            params: dict[str, Any] = {}
+            for n, segment in enumerate(segments):
+                params[f"s{n}"], params[f"a{n}"], params[f"l{n}"] = segment.session_id, segment.after, limit
+                if segment.upto is not None:
+                    params[f"u{n}"] = segment.upto
+            query = _records_sql(tuple(segment.upto is not None for segment in segments))
+            return self.read_records(query, params)[:limit]
+
+    return app_with_transaction(settings, Tx)

@@ -34,6 +34,7 @@ MINIMUM_LIMITS = Limits(
     max_context_record_bytes=64,  # CONTEXT-LIMITS-001: at least 64, at most max_record_bytes / 8
     max_context_bytes=256,  # and at least 4 times the record cap
     max_import_line_bytes=1024,  # IMPORT-LIMITS-001
+    max_export_records=1000,  # EXPORT-LIMIT-001: at least 1000 and at least max_page_size
 )
 LEASE_PATH = re.compile(r"^/sessions/[^/]+/lease$")
 
@@ -49,10 +50,12 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
         replace(
             settings,
             disabled_capabilities=frozenset(
-                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch", "legacy-import"}
+                {"writer-lease", "model-context", "suspend", "idempotent-turns", "turn-write", "revert", "session-patch", "legacy-import",
+                 "transcript-export", "turn-by-position"}
             ),
             query_count_diagnostics=False,
             write_count_diagnostics=False,
+            records_examined_diagnostics=False,
         )
     )
 
@@ -131,7 +134,9 @@ def shallow_lineage(settings: Settings) -> ASGIApp:
 
 def no_diagnostics(settings: Settings) -> ASGIApp:
     """Lacking under the full profile: neither diagnostics header, so no-copy cannot be shown."""
-    return reference_app(replace(settings, query_count_diagnostics=False, write_count_diagnostics=False))
+    return reference_app(
+        replace(settings, query_count_diagnostics=False, write_count_diagnostics=False, records_examined_diagnostics=False)
+    )
 
 
 def copying_fork(settings: Settings) -> ASGIApp:

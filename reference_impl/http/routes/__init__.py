@@ -4,6 +4,7 @@ from reference_impl.http.routes.attachments import AttachmentsHandlers
 from reference_impl.http.routes.capabilities import CapabilitiesHandlers
 from reference_impl.http.routes.context import ContextHandlers
 from reference_impl.http.routes.deletion import DeletionHandlers
+from reference_impl.http.routes.export import ExportHandlers, TurnPositionHandlers
 from reference_impl.http.routes.fork import ForkHandlers
 from reference_impl.http.routes.grants import GrantsHandlers
 from reference_impl.http.routes.legacy_import import ImportHandlers
@@ -28,6 +29,8 @@ CHAPTERS = (
     AttachmentsHandlers,
     RolloutHandlers,
     ContextHandlers,
+    ExportHandlers,
+    TurnPositionHandlers,
     RevertHandlers,
     SessionPatchHandlers,
     SuspendHandlers,
