@@ -105,7 +105,7 @@ class LangGraphThread:
             {"messages": [HumanMessage(content=text("u", number, self.content_bytes))]}, config or self.config
         )
         assert state["messages"]
-        return self.graph.get_state(config or self.config).config
+        return self.graph.get_state(self.config).config  # the thread's newest checkpoint: the branch head after a fork
 
     def load(self, turns: int) -> None:
         """The thread of `turns` turns in one state update: a single checkpoint holding every
