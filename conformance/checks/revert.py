@@ -144,7 +144,7 @@ def revert_before_a_turn(ctx: CheckContext) -> None:
         response = revert(ctx, sid, turn["turn_id"], etag_of(ctx, sid, reader), reader)
         ctx.expect_status(response, 403, "forbidden")
     if ctx.has("writer-lease"):
-        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": 30})
+        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": min(30, int(ctx.capabilities.get("limits", {}).get("max_lease_seconds", 30)))})
         ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
         held = lease.json()["lease_id"]
         ctx.expect_status(revert(ctx, sid, turn["turn_id"], etag_of(ctx, sid)), 409, "writer-conflict")
@@ -315,7 +315,7 @@ def revert_touches_only_the_transcript(ctx: CheckContext) -> None:
         grant(ctx, ctx.alice, child, reader, "reader")
     headers: dict[str, str] = {}
     if ctx.has("writer-lease"):
-        lease = ctx.alice.post(f"/sessions/{child}/lease", json={"ttl_seconds": 30})
+        lease = ctx.alice.post(f"/sessions/{child}/lease", json={"ttl_seconds": min(30, int(ctx.capabilities.get("limits", {}).get("max_lease_seconds", 30)))})
         ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
         headers["Writer-Lease"] = lease.json()["lease_id"]
     own = ctx.walk(child, "records")
