@@ -63,7 +63,7 @@ def test_no_optional_capability_passes_under_the_core_profile(tmp_path: Any) -> 
     assert checks["capabilities.unadvertised_operations"].outcome is Outcome.PASS
     out_of_scope = {name for name, c in checks.items() if c.outcome is Outcome.OUT_OF_SCOPE}
     assert out_of_scope == {c.name for c in all_checks() if c.chapter in ("leases", "diagnostics", "context", "suspend", "legacy_import", "export", "revert", "turn_writes", "session_patch")}
-    allowed = out_of_scope | {"fork.key_lifetime"}  # a day-long key lifetime is not verifiable in a run
+    allowed = out_of_scope | {"fork.key_lifetime", "rollout.replay_history_cost_by_depth"}  # a day-long key lifetime; round trips on a server that counts none: not verifiable in a run
     assert not not_passing(result, allowed), not_passing(result, allowed)
     assert result.verdict is Verdict.CONFORMANT and result.exit_code == 0
 

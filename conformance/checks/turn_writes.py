@@ -237,7 +237,7 @@ def one_request_turn(ctx: CheckContext) -> None:
     ctx.expect_status(at_limit, 201)
 
 
-@check("SESS-TURN-SINGLE-001", "TURN-WRITE-001",
+@check("TURN-WRITE-001",
        title="Concurrent one-request turn starts through every replica: exactly one runs", needs=(WRITE,))
 def concurrent_one_request_turns(ctx: CheckContext) -> None:
     def attempt(sid: str, n: int, client: ApiClient) -> Response:
