@@ -1,14 +1,15 @@
 """The domain rules, one module per spec chapter, composed into `Services`.
 
-Adding a chapter: write its service module (a `ChapterService` subclass naming its capabilities),
-add a field here and one line in `build_services`; its HTTP routes go in `http/routes/`.
+Adding a chapter: write its service module (a `ChapterService` subclass naming its capabilities) and
+add one field to `Services`; its HTTP routes go in `http/routes/`. `PARTS`, the build order and the
+capability document's order all follow the fields, so nothing else lists the chapters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, get_args, get_type_hints
 
 from reference_impl.services.access import Access
 from reference_impl.services.attachments import AttachmentsService
@@ -19,14 +20,14 @@ from reference_impl.services.deletion import DeletionService
 from reference_impl.services.export import ExportService, TurnPositionService
 from reference_impl.services.fork import ForkService
 from reference_impl.services.grants import GrantsService
-from reference_impl.services.legacy_import import ImportService
 from reference_impl.services.leases import LeasesService
+from reference_impl.services.legacy_import import ImportService
 from reference_impl.services.listing import ListingService
+from reference_impl.services.revert import RevertService
 from reference_impl.services.rewind import RewindService
 from reference_impl.services.rollout import ReplayService
-from reference_impl.services.sessions import SessionsService
-from reference_impl.services.revert import RevertService
 from reference_impl.services.session_patch import SessionPatchService
+from reference_impl.services.sessions import SessionsService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.services.transcript import TranscriptService
 from reference_impl.services.turn_writes import TurnWritesService
@@ -38,39 +39,18 @@ LEGACY_CAPABILITIES = frozenset(
     {"effective-transcript", "writer-lease", "replay-history", "diagnostics.query-count", "diagnostics.write-count"}
 )
 
-# Every replaceable part, by the name `build_services` overrides take (tests substitute one).
-PARTS: dict[str, type] = {
-    "access": Access,
-    "capabilities": CapabilitiesService,
-    "sessions": SessionsService,
-    "fork": ForkService,
-    "transcript": TranscriptService,
-    "leases": LeasesService,
-    "grants": GrantsService,
-    "listing": ListingService,
-    "deletion": DeletionService,
-    "attachments": AttachmentsService,
-    "turn_writes": TurnWritesService,
-    "replay": ReplayService,
-    "rewind": RewindService,
-    "context": ContextService,
-    "export": ExportService,
-    "turn_positions": TurnPositionService,
-    "revert": RevertService,
-    "session_patch": SessionPatchService,
-    "suspend": SuspendService,
-    "legacy_import": ImportService,
-}
-
 
 @dataclass(frozen=True)
 class Services:
+    """Every part, one field each. The chapters (after `capabilities`) are built and advertised in
+    field order; a chapter is None when the server runs without its capabilities."""
+
     access: Access
     capabilities: CapabilitiesService
     sessions: SessionsService
-    fork: ForkService
+    fork: ForkService  # None on a legacy server
     transcript: TranscriptService
-    leases: LeasesService | None  # None when the server runs without `writer-lease`
+    leases: LeasesService | None = None  # None without `writer-lease`
     grants: GrantsService | None = None  # these three: None without `sharing`
     listing: ListingService | None = None
     deletion: DeletionService | None = None
@@ -79,20 +59,29 @@ class Services:
     replay: ReplayService | None = None  # None without `replay-history`
     rewind: RewindService | None = None  # None without `rewind`
     context: ContextService | None = None  # None without `model-context`
-    export: ExportService | None = None  # None without `transcript-export`
-    turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
+    suspend: SuspendService | None = None  # None without `suspend`
     revert: RevertService | None = None  # None without `revert`
     session_patch: SessionPatchService | None = None  # None without `session-patch`
-    suspend: SuspendService | None = None  # None without `suspend`
     legacy_import: ImportService | None = None  # None without `legacy-import`
+    export: ExportService | None = None  # None without `transcript-export`
+    turn_positions: TurnPositionService | None = None  # None without `turn-by-position`
 
     def chapters(self) -> list[ChapterService]:
-        found = [
-            self.sessions, self.fork, self.transcript, self.leases, self.grants, self.listing, self.deletion,
-            self.attachments, self.turn_writes, self.replay, self.rewind, self.context, self.suspend, self.revert,
-            self.session_patch, self.legacy_import, self.export, self.turn_positions,
-        ]
+        """The running chapters, in field order."""
+        found = (getattr(self, name) for name in CHAPTERS)
         return [chapter for chapter in found if chapter is not None]
+
+
+def _part_class(hint: Any) -> type:
+    """`X` from a field's type, `X` or `X | None`."""
+    return next(arg for arg in get_args(hint) if arg is not type(None)) if get_args(hint) else hint
+
+
+# Every replaceable part, by the name `build_services` overrides take (tests substitute one).
+PARTS: dict[str, type] = {
+    item.name: _part_class(get_type_hints(Services)[item.name]) for item in fields(Services)
+}
+CHAPTERS: tuple[str, ...] = tuple(name for name, cls in PARTS.items() if issubclass(cls, ChapterService))
 
 
 def part_name(cls: type) -> str:
@@ -117,11 +106,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
             return None
         return cls(store, limits, access)
 
-    names = (
-        "sessions", "fork", "transcript", "leases", "grants", "listing", "deletion", "attachments", "turn_writes",
-        "replay", "rewind", "context", "suspend", "revert", "session_patch", "legacy_import", "export", "turn_positions",
-    )
-    built = {name: chapter(name) for name in names}
+    built = {name: chapter(name) for name in CHAPTERS}
     running = [item for item in built.values() if item is not None]
     capabilities = parts["capabilities"](
         limits,
@@ -135,4 +120,4 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
     return Services(access, capabilities, **built)
 
 
-__all__ = ["LEGACY_CAPABILITIES", "Services", "ChapterService", "PARTS", "build_services", "part_name"]
+__all__ = ["CHAPTERS", "LEGACY_CAPABILITIES", "PARTS", "ChapterService", "Services", "build_services", "part_name"]
