@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.checks.leases import acquire
 from conformance.client import Response, describe
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
@@ -174,11 +175,10 @@ def items_written_on_every_response(ctx: CheckContext) -> None:
                        json={"records": [{"type": "message", "content": {"late": True}}]}),
     ]
     if ctx.has("writer-lease"):
-        ttl = min(ctx.limits["max_lease_seconds"], 60)
-        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": ttl})
+        lease = acquire(ctx, sid)
         lease_id = ctx.ok(lease, 201, "LEASE-ACQUIRE-001")["lease_id"]
         writes.append(lease)
-        refused.append(ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": ttl}))
+        refused.append(acquire(ctx, sid))
         released = ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease_id})
         ctx.expect_status(released, 204, None, "LEASE-RELEASE-001")
         writes.append(released)

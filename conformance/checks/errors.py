@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 
 from conformance.checks import wire
+from conformance.checks.leases import held_lease
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
 from conformance.registry import check
@@ -227,15 +228,13 @@ def error_precedence(ctx: CheckContext) -> None:
             f"{response.problem_type}, expected {status} {kind}",
         )
     if ctx.has("writer-lease"):  # the writer lease before the operation's own rules
-        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": min(60, ctx.limits.get("max_lease_seconds", 60))})
-        ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
+        lease_id = held_lease(ctx, sid)["lease_id"]
         second_turn = ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"})  # a turn is running, too
         ctx.expect(
             second_turn.status == 409 and second_turn.problem_type == "urn:session-lineage:problem:writer-conflict",
             f"a write without the held lease to a session with a running turn answered {second_turn.status} "
             f"{second_turn.problem_type}, expected 409 writer-conflict",
         )
-        lease_id = lease.json()["lease_id"]
         ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease_id})
     ctx.finish(sid, turn_id)
 

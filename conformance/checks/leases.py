@@ -24,6 +24,8 @@ def max_ttl(ctx: CheckContext) -> int:
 
 
 def hold_ttl(ctx: CheckContext) -> int:
+    """A ttl within the advertised maximum that outlasts any check holding the lease: every
+    chapter that takes a lease asks for this one."""
     return min(max_ttl(ctx), HOLD_SECONDS)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from conformance.checks.contention import rounds
 from conformance.checks.diagnostics import CAPABILITY as QUERY_COUNT
 from conformance.checks.diagnostics import TRANSCRIPT_PAGE_BOUND, round_trips
+from conformance.checks.leases import held_lease
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
@@ -144,9 +145,7 @@ def revert_before_a_turn(ctx: CheckContext) -> None:
         response = revert(ctx, sid, turn["turn_id"], etag_of(ctx, sid, reader), reader)
         ctx.expect_status(response, 403, "forbidden")
     if ctx.has("writer-lease"):
-        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": min(30, int(ctx.capabilities.get("limits", {}).get("max_lease_seconds", 30)))})
-        ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
-        held = lease.json()["lease_id"]
+        held = held_lease(ctx, sid)["lease_id"]
         ctx.expect_status(revert(ctx, sid, turn["turn_id"], etag_of(ctx, sid)), 409, "writer-conflict")
         ok = revert(ctx, sid, turn["turn_id"], etag_of(ctx, sid), headers={"Writer-Lease": held})
         ctx.expect_status(ok, 200)
@@ -315,9 +314,7 @@ def revert_touches_only_the_transcript(ctx: CheckContext) -> None:
         grant(ctx, ctx.alice, child, reader, "reader")
     headers: dict[str, str] = {}
     if ctx.has("writer-lease"):
-        lease = ctx.alice.post(f"/sessions/{child}/lease", json={"ttl_seconds": min(30, int(ctx.capabilities.get("limits", {}).get("max_lease_seconds", 30)))})
-        ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
-        headers["Writer-Lease"] = lease.json()["lease_id"]
+        headers["Writer-Lease"] = held_lease(ctx, child)["lease_id"]
     own = ctx.walk(child, "records")
     response = revert(ctx, child, own[0]["turn_id"], etag_of(ctx, child), headers=headers)
     ctx.expect_status(response, 200)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.checks.leases import held_lease
 from conformance.checks.revert import etag_of
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
@@ -83,9 +84,7 @@ def merge_patch_semantics(ctx: CheckContext) -> None:
         ctx.expect_status(patch(ctx, sid, {"name": "z"}, etag_of(ctx, sid, reader), reader), 403, "forbidden")
     ctx.expect_status(patch(ctx, sid, {"name": "z"}, tag, ctx.bob), 404, "not-found")
     if ctx.has("writer-lease"):
-        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": min(30, int(ctx.capabilities.get("limits", {}).get("max_lease_seconds", 30)))})
-        ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
-        held = lease.json()["lease_id"]
+        held = held_lease(ctx, sid)["lease_id"]
         ctx.expect_status(patch(ctx, sid, {"name": "z"}, tag), 409, "writer-conflict")
         ctx.expect_status(patch(ctx, sid, {"name": "z"}, tag, headers={"Writer-Lease": held}), 200)
         ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": held})
