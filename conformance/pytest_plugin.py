@@ -78,7 +78,7 @@ class ConformanceItem(pytest.Item):
             pytest.fail(message, pytrace=False)
 
     def reportinfo(self) -> tuple[str, int, str]:
-        return f"conformance/checks/{self.check.chapter}.py", 0, f"{self.check.name} [{', '.join(self.check.requirements)}]"
+        return self.check.func.__module__.replace(".", "/") + ".py", 0, f"{self.check.name} [{', '.join(self.check.requirements)}]"
 
 
 _STATE = pytest.StashKey[dict]()

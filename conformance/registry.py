@@ -45,6 +45,16 @@ class Check:
 
 
 _CHECKS: dict[str, Check] = {}
+CHECKS_PACKAGE = "conformance.checks"
+
+
+def chapter_of(module: str) -> str:
+    """A check's chapter: its module under conformance.checks, or the package a large chapter is
+    split into (`conformance.checks.authorization.grants` is chapter `authorization`)."""
+    prefix = CHECKS_PACKAGE + "."
+    if module.startswith(prefix):
+        return module[len(prefix):].split(".", 1)[0]
+    return module.rsplit(".", 1)[-1]
 
 
 def check(
@@ -55,7 +65,7 @@ def check(
         raise ValueError("a check must name at least one requirement")
 
     def register(func: Callable[["CheckContext"], None]) -> Callable[["CheckContext"], None]:
-        chapter = func.__module__.rsplit(".", 1)[-1]
+        chapter = chapter_of(func.__module__)
         name = f"{chapter}.{func.__name__}"
         if name in _CHECKS:
             raise ValueError(f"duplicate check {name}")
@@ -66,9 +76,10 @@ def check(
 
 
 def all_checks() -> list[Check]:
-    """Every check, in chapter order then definition order."""
+    """Every check, in chapter order then definition order (a chapter package's `__init__`
+    imports its modules in the order their checks run)."""
     for module in CHECK_MODULES:
-        importlib.import_module(f"conformance.checks.{module}")
+        importlib.import_module(f"{CHECKS_PACKAGE}.{module}")
     return list(_CHECKS.values())
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import fixtures
 
-from conformance.checks.authorization import grant
+from conformance.checks.authorization.common import grant
 from conformance.checks.diagnostics import DEPTHS, records_examined, round_trips
 from conformance.checks.vectors import CaseRun
 from conformance.client import Response, describe

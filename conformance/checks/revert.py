@@ -138,7 +138,7 @@ def revert_before_a_turn(ctx: CheckContext) -> None:
     ctx.finish(sid, running["turn_id"])
     # The writer role, and a held writer lease.
     if ctx.has("sharing") and len(ctx.clients) >= 3:
-        from conformance.checks.authorization import grant
+        from conformance.checks.authorization.common import grant
 
         (reader,) = ctx.principals("reader")
         grant(ctx, ctx.alice, sid, reader, "reader")
@@ -308,7 +308,7 @@ def revert_touches_only_the_transcript(ctx: CheckContext) -> None:
     lineage = ctx.alice.get(f"/sessions/{child}/lineage").json()
     reader = None
     if ctx.has("sharing") and len(ctx.clients) >= 3:
-        from conformance.checks.authorization import grant
+        from conformance.checks.authorization.common import grant
 
         (reader,) = ctx.principals("reader")
         grant(ctx, ctx.alice, child, reader, "reader")

@@ -77,7 +77,7 @@ def merge_patch_semantics(ctx: CheckContext) -> None:
     ctx.expect(ctx.walk(other) == records, "a patch changed the transcript")
     # The writer role, and a held writer lease.
     if ctx.has("sharing") and len(ctx.clients) >= 3:
-        from conformance.checks.authorization import grant
+        from conformance.checks.authorization.common import grant
 
         (reader,) = ctx.principals("reader")
         grant(ctx, ctx.alice, sid, reader, "reader")

@@ -332,7 +332,7 @@ def fork_of_suspended_turn(ctx: CheckContext) -> None:
     needs=(CAPABILITY, "sharing", "writer-lease"),
 )
 def writes_need_writer_role_and_lease(ctx: CheckContext) -> None:
-    from conformance.checks.authorization import grant
+    from conformance.checks.authorization.common import grant
     from conformance.checks.leases import held_lease
 
     owner, reader, writer = ctx.principals("owner", "reader", "writer")

@@ -1,0 +1,109 @@
+"""Building blocks of the authorization checks, and of other chapters that share sessions:
+grants, attachments, listings and a chain of three owners.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.client import ApiClient, Response
+from conformance.context import CheckContext
+from conformance.errors import CheckFailed
+
+
+def grant(ctx: CheckContext, owner: ApiClient, sid: str, grantee: ApiClient, role: str = "reader") -> dict[str, Any]:
+    response = owner.request("PUT", f"/sessions/{sid}/grants/{ctx.principal_id(grantee)}", json={"role": role})
+    ctx.expect_status(response, 200, None, "AUTH-GRANT-001")
+    return response.json()
+
+
+def revoke(ctx: CheckContext, owner: ApiClient, sid: str, grantee: ApiClient) -> None:
+    response = owner.request("DELETE", f"/sessions/{sid}/grants/{ctx.principal_id(grantee)}")
+    ctx.expect_status(response, 204, None, "AUTH-REVOKE-001")
+
+
+def upload(
+    ctx: CheckContext, client: ApiClient, sid: str, content: bytes | None = None, media_type: str = "application/octet-stream"
+) -> dict[str, Any]:
+    body = content if content is not None else secrets.token_bytes(24)
+    response = client.post(f"/sessions/{sid}/attachments", content=body, headers={"Content-Type": media_type})
+    ctx.expect_status(response, 201, None, "ATT-STORE-001")
+    return response.json()
+
+
+def fetch(client: ApiClient, sid: str, attachment_id: str) -> Response:
+    return client.get(f"/sessions/{sid}/attachments/{attachment_id}")
+
+
+def turn_with_attachment(ctx: CheckContext, client: ApiClient, sid: str, attach: bool) -> str | None:
+    """A finished turn of one record, with an attachment stored before the record (so a fork
+    through this turn inherits it); the attachment id, or None without `attach`."""
+    turn = ctx.start_turn(sid, client=client)
+    attachment = upload(ctx, client, sid)["attachment_id"] if attach else None
+    ctx.append(sid, turn["turn_id"], 1, client=client)
+    ctx.finish(sid, turn["turn_id"], client=client)
+    return attachment
+
+
+def listed_access(ctx: CheckContext, client: ApiClient, sid: str, path: str = "/sessions") -> str | None:
+    """The `access` a listing gives the session, or None when the listing leaves it out."""
+    found: str | None = None
+    cursor = None
+    for _ in range(1000):
+        response = client.get(path, params={"cursor": cursor, "limit": ctx.limits["max_page_size"]})
+        ctx.expect_status(response, 200, None, "LIST-SESSIONS-001" if path == "/sessions" else "LIST-DESCENDANTS-001")
+        page = response.json()
+        for item in page["sessions"]:
+            if item["session"]["session_id"] == sid:
+                found = item["access"]
+        if not page["has_more"]:
+            return found
+        cursor = page["next_cursor"]
+    raise CheckFailed(f"{path}: pagination did not end within 1000 pages", ["LIST-SESSIONS-001"])
+
+
+def walk_listing(ctx: CheckContext, client: ApiClient, path: str, limit: int, requirement: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(10_000):
+        response = client.get(path, params={"cursor": cursor, "limit": limit})
+        ctx.expect_status(response, 200, None, requirement)
+        page = response.json()
+        ctx.expect(len(page["sessions"]) <= limit, f"{path}: a page of limit {limit} held {len(page['sessions'])} items", requirement)
+        items.extend(page["sessions"])
+        if not page["has_more"]:
+            return items
+        ctx.expect(bool(page["sessions"]) and page["next_cursor"] is not None, f"{path}: has_more without items or cursor", requirement)
+        cursor = page["next_cursor"]
+    raise CheckFailed(f"{path}: pagination did not end", [requirement])
+
+
+@dataclass
+class ThreeOwners:
+    """A chain root -> middle -> leaf owned by alice, carol and dave. Each later owner holds reader
+    grants on the ancestors (it needed them to fork); each session holds an own attachment stored
+    after the fork below it, so no descendant inherits it."""
+
+    ids: dict[str, str]
+    owners: dict[str, ApiClient]
+    root_attachment: str | None
+    own_attachment: dict[str, str]
+
+
+def three_owners(ctx: CheckContext, alice: ApiClient, carol: ApiClient, dave: ApiClient) -> ThreeOwners:
+    attach = ctx.has("attachments")
+    root = ctx.create_session(alice)["session_id"]
+    root_attachment = turn_with_attachment(ctx, alice, root, attach)
+    grant(ctx, alice, root, carol)
+    middle = ctx.fork_ok(root, client=carol)["session"]["session_id"]
+    turn_with_attachment(ctx, carol, middle, attach)
+    grant(ctx, alice, root, dave)
+    grant(ctx, carol, middle, dave)
+    leaf = ctx.fork_ok(middle, client=dave)["session"]["session_id"]
+    turn_with_attachment(ctx, dave, leaf, attach)
+    ids = {"root": root, "middle": middle, "leaf": leaf}
+    owners = {"root": alice, "middle": carol, "leaf": dave}
+    own = {position: upload(ctx, owners[position], sid)["attachment_id"] for position, sid in ids.items()} if attach else {}
+    return ThreeOwners(ids, owners, root_attachment, own)

@@ -1,0 +1,68 @@
+"""Listings: the sessions a principal may read, and a session's live descendants."""
+
+from __future__ import annotations
+
+from conformance.checks.authorization.common import grant, revoke, turn_with_attachment, walk_listing
+from conformance.context import CheckContext
+from conformance.registry import check
+
+
+@check("LIST-SESSIONS-001", title="The session listing holds exactly the readable sessions, once each, in id order", needs=("sharing",))
+def list_sessions(ctx: CheckContext) -> None:
+    alice, carol, dave = ctx.principals("owner", "reader", "writer")
+    made = [ctx.create_session(alice, session_id=ctx.new_id("l"))["session_id"] for _ in range(5)]
+    turn_with_attachment(ctx, alice, made[0], False)
+    fork = ctx.fork_ok(made[0])["session"]
+    made.append(fork["session_id"])
+    expected = {made[0]: "reader", made[2]: "writer", made[4]: "reader", fork["session_id"]: "writer"}
+    for sid, role in expected.items():
+        grant(ctx, alice, sid, carol, role)
+    grant(ctx, alice, made[3], carol)
+    revoke(ctx, alice, made[3], carol)
+    grant(ctx, alice, made[1], carol)
+    ctx.expect_status(alice.request("DELETE", f"/sessions/{made[1]}"), 204, None, "DEL-SOFT-001")
+    own = ctx.create_session(carol)["session_id"]
+    items = walk_listing(ctx, carol, "/sessions", 2, "LIST-SESSIONS-001")
+    ids = [item["session"]["session_id"] for item in items]
+    ctx.expect(ids == sorted(ids) and len(ids) == len(set(ids)), "the listing is not in ascending id order, once each", "LIST-SESSIONS-001")
+    got = {item["session"]["session_id"]: item["access"] for item in items if item["session"]["session_id"] in made}
+    ctx.expect(got == expected, f"carol's listing gives {got}, expected {expected}", "LIST-SESSIONS-001")
+    ctx.expect(dict((i["session"]["session_id"], i["access"]) for i in items).get(own) == "owner", "an own session", "LIST-SESSIONS-001")
+    listed_fork = next(item["session"] for item in items if item["session"]["session_id"] == fork["session_id"])
+    ctx.expect(listed_fork == fork, f"the listed fork {listed_fork} differs from the session {fork}", "LIST-SESSIONS-001")
+    for limit in (0, ctx.limits["max_page_size"] + 1):
+        ctx.expect_status(carol.get("/sessions", params={"limit": limit}), 422, "invalid-request", "LIST-SESSIONS-001")
+    cursor = carol.get("/sessions", params={"limit": 1}).json()["next_cursor"]
+    ctx.expect_status(dave.get("/sessions", params={"cursor": cursor}), 400, "invalid-cursor", "LIST-SESSIONS-001")
+    ctx.expect_status(carol.get(f"/sessions/{made[0]}/descendants", params={"cursor": cursor}), 400, "invalid-cursor", "LIST-DESCENDANTS-001")
+    ctx.expect_status(carol.get("/sessions", params={"cursor": "bm90LWEtY3Vyc29y"}), 400, "invalid-cursor", "LIST-SESSIONS-001")
+
+
+@check("LIST-DESCENDANTS-001", title="The branch family lists the readable, live descendants, once each, in id order", needs=("sharing",))
+def list_descendants(ctx: CheckContext) -> None:
+    alice, bob, carol = ctx.principals("owner", "stranger", "reader")
+    root, _, _ = ctx.conversation(1)
+    rid = root["session_id"]
+    grant(ctx, alice, rid, carol)
+    first = ctx.fork_ok(rid)["session"]["session_id"]
+    second = ctx.fork_ok(rid)["session"]["session_id"]
+    grandchild = ctx.fork_ok(first)["session"]["session_id"]
+    carols = ctx.fork_ok(rid, client=carol)["session"]["session_id"]
+    gone = ctx.fork_ok(second)["session"]["session_id"]
+    ctx.expect_status(alice.request("DELETE", f"/sessions/{gone}"), 204, None, "DEL-SOFT-001")
+    items = walk_listing(ctx, alice, f"/sessions/{rid}/descendants", 1, "LIST-DESCENDANTS-001")
+    ids = [item["session"]["session_id"] for item in items]
+    expected = sorted([first, second, grandchild])
+    ctx.expect(ids == expected, f"alice's descendants of the root: {ids}, expected {expected}", "LIST-DESCENDANTS-001")
+    ctx.expect(all(item["access"] == "owner" for item in items), f"access {[i['access'] for i in items]}", "LIST-DESCENDANTS-001")
+    depth = {item["session"]["session_id"]: item["session"]["lineage"]["depth"] for item in items}
+    ctx.expect(depth[grandchild] == 2 and depth[first] == 1, f"lineage summaries give depths {depth}", "LIST-DESCENDANTS-001")
+    theirs = [i["session"]["session_id"] for i in walk_listing(ctx, carol, f"/sessions/{rid}/descendants", 2, "LIST-DESCENDANTS-001")]
+    ctx.expect(theirs == [carols], f"carol's descendants of the root: {theirs}, expected only her own fork", "LIST-DESCENDANTS-001")
+    grant(ctx, alice, grandchild, carol)
+    theirs = [i["session"]["session_id"] for i in walk_listing(ctx, carol, f"/sessions/{rid}/descendants", 2, "LIST-DESCENDANTS-001")]
+    ctx.expect(theirs == sorted([carols, grandchild]), f"after a grant on the grandchild: {theirs}", "LIST-DESCENDANTS-001")
+    ctx.expect_status(bob.get(f"/sessions/{rid}/descendants"), 404, "not-found", "LIST-DESCENDANTS-001")
+    ctx.expect_status(alice.get(f"/sessions/{rid}/descendants", params={"limit": 0}), 422, "invalid-request", "LIST-DESCENDANTS-001")
+    cursor = alice.get(f"/sessions/{rid}/descendants", params={"limit": 1}).json()["next_cursor"]
+    ctx.expect_status(alice.get(f"/sessions/{first}/descendants", params={"cursor": cursor}), 400, "invalid-cursor", "LIST-DESCENDANTS-001")
