@@ -1,0 +1,7 @@
+"""Chapter: errors (problem details, malformed input, limits, no 5xx, schemas).
+
+One module per concern; importing them here, in this order, registers the chapter's checks in
+the order they run.
+"""
+
+from conformance.checks.errors import bodies, answers, protocol, hostile  # noqa: F401  (registers their checks)

@@ -1,0 +1,7 @@
+"""Chapter: fork (cut points, snapshots, headers, targets, depth, idempotency).
+
+One module per concern; importing them here, in this order, registers the chapter's checks in
+the order they run.
+"""
+
+from conformance.checks.fork import cuts, children, idempotency, concurrency  # noqa: F401  (registers their checks)

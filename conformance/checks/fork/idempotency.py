@@ -1,0 +1,210 @@
+"""Idempotency keys of forks: refused forks consume none, retries replay, keys expire, clash or are malformed."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from conformance.checks.contention import rounds
+from conformance.checks.fork.common import absent
+from conformance.client import Response
+from conformance.context import CheckContext
+from conformance.errors import Unsupported
+from conformance.registry import check
+
+LIFETIME_VERIFIABLE = 3  # seconds: a key lifetime the suite waits out; longer ones are not verified
+EXPIRY_MARGIN = 0.15
+
+
+@check("FORK-ATOMIC-001", "FORK-IDEMPOTENT-001", title="A refused fork consumes nothing: its key and target stay free")
+def refused_fork_leaves_no_trace(ctx: CheckContext) -> None:
+    source, turns, _ = ctx.conversation(1)
+    sid = source["session_id"]
+    key, target = ctx.new_id("key"), ctx.new_id("child")
+    refused = ctx.fork(sid, {"mode": "through", "turn_id": ctx.new_id("nope")}, key=key, target=target)
+    ctx.expect_status(refused, 422, "unknown-turn")
+    absent(ctx, target, "a refused fork")
+    fixed = ctx.fork(sid, {"mode": "through", "turn_id": turns[0]["turn_id"]}, key=key, target=target)
+    ctx.expect_status(fixed, 201, None, "FORK-ATOMIC-001")
+    ctx.expect(fixed.header("Idempotency-Replayed") != "true", "a first successful fork is not a replay", "FORK-IDEMPOTENT-001")
+
+
+@check("FORK-IDEMPOTENT-001", title="An identical retry with the same key replays the first answer")
+def idempotent_retry(ctx: CheckContext) -> None:
+    source, _, _ = ctx.conversation(2)
+    sid = source["session_id"]
+    key = ctx.new_id("key")
+    first = ctx.fork(sid, {"mode": "latest"}, key=key)
+    ctx.expect_status(first, 201)
+    ctx.expect(first.header("Idempotency-Replayed") in (None, "false"), "the first answer is marked as a replay")
+    ctx.run_turn(sid, "user", 1)  # the source moves on; the retry must still return the first child
+    for _ in range(2):
+        retry = ctx.fork(sid, {"mode": "latest"}, key=key)
+        ctx.expect_status(retry, first.status)
+        ctx.expect(
+            retry.json() == first.json(),
+            f"the retry answered child {retry.json()['session']['session_id']}, "
+            f"the first answer child {first.json()['session']['session_id']}",
+        )
+        ctx.expect(retry.header("Idempotency-Replayed") == "true", "a replay must say Idempotency-Replayed: true")
+    fresh = ctx.fork_ok(sid, {"mode": "latest"}, key=ctx.new_id("key"))
+    ctx.expect(
+        fresh["session"]["session_id"] != first.json()["session"]["session_id"],
+        "a different key must create a different child",
+    )
+
+
+@check(
+    "FORK-IDEMPOTENT-001",
+    "FORK-IDEMPOTENT-MISMATCH-001",
+    title="A key replays until just before its advertised lifetime ends, and is free just after",
+)
+def key_lifetime(ctx: CheckContext) -> None:
+    lifetime = ctx.limits["idempotency_key_lifetime_seconds"]
+    if lifetime > LIFETIME_VERIFIABLE:
+        raise Unsupported(f"idempotency_key_lifetime_seconds is {lifetime}, longer than the {LIFETIME_VERIFIABLE} s the suite waits out")
+    source, turns, _ = ctx.conversation(2)
+    sid, key = source["session_id"], ctx.new_id("key")
+    sent = time.monotonic()
+    first = ctx.fork(sid, {"mode": "latest"}, key=key)
+    answered = time.monotonic()
+    ctx.expect_status(first, 201, None, "FORK-CREATE-001")
+    # The key was stored between `sent` and `answered`: a retry arriving before sent + lifetime is
+    # within its lifetime; one sent after answered + lifetime is past it.
+    probe_at = sent + lifetime - (answered - sent) - EXPIRY_MARGIN
+    if probe_at < answered:
+        raise Unsupported(
+            f"a fork took {answered - sent:.2f} s, too long to probe a "
+            f"{lifetime}-second key lifetime"
+        )
+    ctx.wait_until(probe_at)
+    retry = ctx.fork(sid, {"mode": "latest"}, key=key)
+    ctx.expect(
+        retry.status == 201 and retry.json() == first.json() and retry.header("Idempotency-Replayed") == "true",
+        f"{time.monotonic() - sent:.2f} s after a fork with a {lifetime}-second key lifetime was sent, its identical "
+        f"retry answered {retry.status} with Idempotency-Replayed {retry.header('Idempotency-Replayed')!r}; "
+        "expected the first answer replayed",
+        "FORK-IDEMPOTENT-001",
+    )
+    ctx.wait_until(answered + lifetime + EXPIRY_MARGIN)
+    other = ctx.fork(sid, {"mode": "through", "turn_id": turns[0]["turn_id"]}, key=key)
+    ctx.expect(
+        other.status == 201 and other.header("Idempotency-Replayed") != "true",
+        f"{time.monotonic() - answered:.2f} s after a fork with a {lifetime}-second key lifetime was answered, the "
+        f"same key with a different cut answered {other.status} {other.problem_type or ''} with "
+        f"Idempotency-Replayed {other.header('Idempotency-Replayed')!r}; past its lifetime the key is free and "
+        "the request is a new fork",
+        "FORK-IDEMPOTENT-MISMATCH-001",
+    )
+    ctx.expect(
+        other.json()["session"]["session_id"] != first.json()["session"]["session_id"],
+        "the fork past the key's lifetime answered the first child",
+        "FORK-IDEMPOTENT-MISMATCH-001",
+    )
+
+
+@check("FORK-IDEMPOTENT-MISMATCH-001", title="A key reused with a different request is refused")
+def key_reused_differently(ctx: CheckContext) -> None:
+    source, turns, _ = ctx.conversation(2)
+    other, _, _ = ctx.conversation(1)
+    sid = source["session_id"]
+    key = ctx.new_id("key")
+    ctx.fork_ok(sid, {"mode": "latest"}, key=key)
+    variants: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+        (sid, {"mode": "through", "turn_id": turns[0]["turn_id"]}, {}),
+        (sid, {"mode": "latest"}, {"header": {"name": "different"}}),
+        (sid, {"mode": "latest"}, {"target": ctx.new_id("child")}),
+        (other["session_id"], {"mode": "latest"}, {}),
+    ]
+    for source_id, cut, extra in variants:
+        target = extra.get("target")
+        response = ctx.fork(source_id, cut, key=key, **extra)
+        ctx.expect_status(response, 422, "idempotency-key-reused")
+        if target:
+            absent(ctx, target, "a reused key was refused")
+
+
+@check("FORK-IDEMPOTENT-CONCURRENT-001", title="Concurrent identical forks create exactly one child")
+def concurrent_identical_forks(ctx: CheckContext) -> None:
+    def prepare() -> tuple[str, str]:
+        source, _, _ = ctx.conversation(2)
+        return source["session_id"], ctx.new_id("key")
+
+    def attempt(state: tuple[str, str], n: int, client: Any) -> Response:
+        sid, key = state
+        return ctx.fork(sid, {"mode": "latest"}, key=key, client=client)
+
+    def judge(state: tuple[str, str], answers: list[Response]) -> None:
+        sid, key = state
+        for answer in answers:
+            ctx.expect_status(answer, (201, 409))
+            if answer.status == 409:
+                ctx.expect_status(answer, 409, "idempotency-in-flight")
+        created = [a for a in answers if a.status == 201]
+        ctx.expect(bool(created), f"none of {len(answers)} concurrent forks of {sid} with key {key} created the child")
+        children = sorted({a.json()["session"]["session_id"] for a in created})
+        ctx.expect(
+            len(children) == 1,
+            f"{len(answers)} concurrent identical forks of {sid} with one key created {len(children)} children, "
+            f"e.g. {children[:3]}",
+        )
+        bodies = {repr(a.json()) for a in created}
+        ctx.expect(len(bodies) == 1, f"{len(bodies)} different 201 bodies for one key")
+        fresh = sum(1 for a in created if a.header("Idempotency-Replayed") != "true")
+        ctx.expect(fresh == 1, f"{fresh} answers claim to have created the child (no Idempotency-Replayed: true); exactly one did")
+        retry = ctx.fork(sid, {"mode": "latest"}, key=key)
+        ctx.expect_status(retry, 201)
+        ctx.expect(retry.json() == created[0].json(), "a later retry returned a different child")
+
+    rounds(ctx, prepare, attempt, judge)
+
+
+@check("FORK-IDEMPOTENT-KEY-001", title="Malformed Idempotency-Key headers are refused")
+def key_syntax(ctx: CheckContext) -> None:
+    source, _, _ = ctx.conversation(1)
+    sid = source["session_id"]
+    for raw in ['""', '"' + "k" * 256 + '"', '"unterminated', "bare key", "k" * 256]:
+        target = ctx.new_id("never")
+        response = ctx.alice.post(
+            f"/sessions/{sid}/fork",
+            json={"cut": {"mode": "latest"}, "target_session_id": target},
+            headers={"Idempotency-Key": raw},
+        )
+        ctx.expect_status(response, 400, "invalid-idempotency-key")
+        absent(ctx, target, f"key {raw[:20]!r} was refused")
+    longest = ctx.new_id("k")
+    longest += "k" * (255 - len(longest))
+    for good in ['"a-valid key"'.replace("key", ctx.new_id("k")), "bare-" + ctx.new_id("k"), f'"{longest}"', longest[::-1]]:
+        response = ctx.alice.post(
+            f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}, headers={"Idempotency-Key": good}
+        )
+        ctx.expect_status(response, 201)
+    for first, retry in (("quoted", "bare"), ("bare", "quoted")):  # `"k"` and `k` are one key
+        key = ctx.new_id(f"same-{first}")
+        forms = {"quoted": f'"{key}"', "bare": key}
+        answers = [
+            ctx.alice.post(f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}, headers={"Idempotency-Key": forms[form]})
+            for form in (first, retry)
+        ]
+        for answer in answers:
+            ctx.expect_status(answer, 201)
+        ctx.expect(
+            answers[1].json() == answers[0].json() and answers[1].header("Idempotency-Replayed") == "true",
+            f"the {first} key {forms[first]} and the {retry} key {forms[retry]} are the same key: the retry must "
+            f"replay the first child, got Idempotency-Replayed {answers[1].header('Idempotency-Replayed')!r}",
+        )
+
+
+@check("FORK-IDEMPOTENT-SCOPE-001", title="Idempotency keys of different principals never collide")
+def key_scope(ctx: CheckContext) -> None:
+    key = ctx.new_id("shared-key")
+    alice_source, _, _ = ctx.conversation(1)
+    bob_source, _, _ = ctx.conversation(1, client=ctx.bob)
+    alice_child = ctx.fork_ok(alice_source["session_id"], {"mode": "latest"}, key=key)
+    response = ctx.fork(bob_source["session_id"], {"mode": "latest"}, key=key, client=ctx.bob)
+    ctx.expect_status(response, 201)
+    ctx.expect(response.header("Idempotency-Replayed") != "true", "bob's first use of a key was answered as a replay")
+    ctx.expect(
+        response.json()["session"]["session_id"] != alice_child["session"]["session_id"],
+        "bob received alice's child",
+    )
