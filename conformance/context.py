@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from conformance.client import _MISSING, ApiClient, Response, describe
+from conformance.client import ApiClient
 from conformance.config import Config
 from conformance.errors import CheckFailed, Unsupported
+from conformance.response import _MISSING, Response, describe
 
 MAX_WALK_PAGES = 10_000
 

@@ -1,233 +1,26 @@
-"""Runs the checks against a target and turns their outcomes into a verdict on the claimed profile.
-
-Verdict rules: the target claims a profile at a spec version (see `profiles.py`). A MUST of that
-profile that failed, or that the target cannot show because it lacks a capability the profile
-includes, makes it not conformant (a SHOULD too with `strict`, and then also an expected failure
-that now passes); so does a capability listed in `expect_capabilities` that is not advertised.
-Otherwise an error within the claim makes the run incomplete; only then is the target conformant.
-Requirements outside the claim count neither for nor against. A skip is never a pass.
+"""Runs the checks against a target and turns their outcomes into a verdict on the claimed profile
+(the rules are in `verdicts.py`; one check's run is in `target.py`).
 """
 
 from __future__ import annotations
 
 import re
-import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import quote
 
 import spec
 from conformance import SUITE_VERSION
-from conformance.cleanup import CreatedSessions
-from conformance.client import ApiClient, Recorder
-from conformance.config import Config, ConfigError, ExpectedFailure, load_expected_failures
-from conformance.context import CheckContext
-from conformance.curl import exchange_from_schemathesis, scrub, to_script, token_variables
-from conformance.errors import CheckFailed, TargetUnreachable, Unsupported
-from conformance.profiles import Claim, Scope, profile_results, resolve_claim, summary_text
+from conformance.config import Config, ExpectedFailure
+from conformance.errors import TargetUnreachable
+from conformance.profiles import profile_results, summary_text
 from conformance.registry import Check, all_checks, select
-from conformance.results import (
-    Cleanup,
-    NOT_VERIFIABLE,
-    CheckResult,
-    Exchange,
-    Outcome,
-    PreflightItem,
-    RequirementVerdict,
-    RunResult,
-    Verdict,
-)
+from conformance.results import CheckResult, Outcome, PreflightItem, RunResult
+from conformance.target import Target, check_result, check_seed, with_defaults
+from conformance.verdicts import deployment_only, requirement_verdicts, run_verdict
 
-LEVEL_RANK = {"MUST": 3, "SHOULD": 2, "MAY": 1}
 Progress = Callable[[str, Check, CheckResult | None], None]
-_NOT_ADVERTISED = re.compile(r"does not advertise '([^']+)'")
-
-
-def check_seed(run_seed: int, name: str) -> int:
-    """A per-check seed: stable for a run seed, independent of which other checks run."""
-    value = run_seed
-    for char in name:
-        value = (value * 1_000_003 + ord(char)) % (2**32)
-    return value
-
-
-def _catalogue() -> dict[str, dict[str, Any]]:
-    return {req["id"]: req for req in spec.requirements()}
-
-
-class Target:
-    """Open connections to the server under test (one client per principal and an anonymous one)
-    and the claim the run holds it to."""
-
-    def __init__(
-        self,
-        config: Config,
-        capabilities: dict[str, Any] | None = None,
-        expected: dict[str, ExpectedFailure] | None = None,
-    ) -> None:
-        self.config = config
-        self.catalogue = _catalogue()
-        self.expected = load_expected_failures(config.expected_failures) if expected is None else expected
-        self.variables = token_variables(config.tokens)
-        self.recorder = Recorder()
-        self.generated: list[Exchange] = []  # requests the fuzz layer sent through Schemathesis
-        self.created = CreatedSessions(config.id_prefix)
-        self.clients = [
-            ApiClient(config.target, token, f"principal-{n + 1}", self.recorder, config.timeout, config.concurrency * 2)
-            for n, token in enumerate(config.tokens)
-        ]
-        self.anonymous = ApiClient(config.target, None, None, self.recorder, config.timeout)
-        self.replicas = [
-            [client]
-            + [
-                ApiClient(url, client.token, client.principal, self.recorder, config.timeout, config.concurrency * 2)
-                for url in config.replicas
-            ]
-            for client in self.clients
-        ]
-        self.capabilities: dict[str, Any] | None = _with_defaults(capabilities) if capabilities else None
-        self._claim: Claim | None = None
-
-    def discover(self) -> dict[str, Any]:
-        """Read the capability document once; every check is then planned from it."""
-        if self.capabilities is None:
-            self.capabilities = _discover(self.clients[0])
-        return self.capabilities
-
-    @property
-    def claim(self) -> Claim:
-        if self._claim is None:
-            try:
-                self._claim = resolve_claim(self.config.profile, self.discover())
-            except ValueError as exc:
-                raise ConfigError(f"claim: {exc}") from None
-        return self._claim
-
-    @property
-    def scope(self) -> Scope:
-        return Scope(self.claim, self.catalogue)
-
-    def advertised(self) -> list[str]:
-        return list(self.discover().get("capabilities", []))
-
-    def missing_expected_capabilities(self) -> list[str]:
-        return [name for name in self.config.expect_capabilities if name not in self.advertised()]
-
-    def run_check(self, item: Check) -> CheckResult:
-        result = self._run_one(item)
-        return _apply_expected(result, self.expected)
-
-    def cleanup(self) -> Cleanup:
-        """Purge what the run created, as its creator, when the target offers purge (`sharing`)."""
-        if self.config.keep or "sharing" not in self.advertised():
-            return self.created.finish(self.config.keep)
-        by_name = {client.principal: client for client in self.clients}
-
-        def purge(session_id: str, creator: str | None) -> int | None:
-            client = by_name.get(creator) or self.clients[0]
-            try:
-                answer = client.post(f"/sessions/{quote(session_id, safe='')}/purge", validate_response=False)
-            except TargetUnreachable:
-                return None
-            return answer.status
-
-        return self.created.finish(False, purge, workers=min(8, self.config.concurrency))
-
-    def close(self) -> None:
-        for client in [c for group in self.replicas for c in group] + [self.anonymous]:
-            client.close()
-
-    # ------------------------------------------------------------------------------ one check
-    def _run_one(self, item: Check) -> CheckResult:
-        scope = self.scope
-        missing = [need for need in item.needs if need not in self.advertised()]
-        if missing:
-            return self._cannot_run(item, missing[0], scope)
-        seed = check_seed(self.config.seed, item.name)
-        self.recorder.clear()
-        self.generated = []
-        context = CheckContext(self.config, self.discover(), self.replicas, self.anonymous, seed)
-        started = time.perf_counter()
-        extra: dict[str, Any] = {"seed": seed}
-        try:
-            with _capture_generated(self.generated, self.variables):
-                item.func(context)
-        except CheckFailed as failure:
-            violated = failure.requirements or list(item.requirements)
-            if failure.also_check:
-                violated = list(dict.fromkeys([*violated, *item.requirements]))
-            exchanges, failing = self._sequence(failure.exchange)
-            message = scrub(failure.message, self.variables)
-            if failing is not None and failing in self.generated:
-                message = _unfilter(message, failing, self.variables)
-            result = _result(item, self.catalogue, Outcome.FAIL, f"{message} (seed {seed})", **extra)
-            result.failed_requirements = violated
-            levels = [self.catalogue[r]["level"] for r in violated if r in self.catalogue]
-            result.level = max(levels, key=LEVEL_RANK.__getitem__) if levels else result.level
-            result.exchange = failing
-            if exchanges:
-                title = f"Replays check {item.name} (seed {seed}) against {self.config.target}."
-                result.reproducer = to_script(exchanges, self.variables, title, failing, self.config.id_prefix)
-        except Unsupported as skip:
-            capability = _NOT_ADVERTISED.search(str(skip))
-            if capability:
-                result = self._cannot_run(item, capability.group(1), scope, **extra)
-            else:
-                reason = f"not verifiable in this run: {skip}"
-                result = _result(item, self.catalogue, Outcome.SKIPPED, "", reason=reason, **extra)
-        except TargetUnreachable as exc:
-            result = _result(item, self.catalogue, Outcome.ERROR, f"target unreachable: {exc}", **extra)
-        except Exception as exc:  # the suite itself broke
-            tail = "".join(traceback.format_exception(exc)[-3:]).strip()
-            message = scrub(f"{exc.__class__.__name__}: {exc}\n{tail}", self.variables)
-            result = _result(item, self.catalogue, Outcome.ERROR, message, **extra)
-            result.exchange = self.recorder.last
-        else:
-            result = _result(item, self.catalogue, Outcome.PASS, "", **extra)
-        finally:
-            self.created.scan([*self.recorder.exchanges, *self.generated])
-        result.details = dict(context.details)
-        result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
-        return result
-
-    def _cannot_run(self, item: Check, capability: str, scope: Scope, **extra: Any) -> CheckResult:
-        """A check whose capability the target lacks: a failure within the claim, else out of scope."""
-        in_claim = [r for r in item.requirements if scope.in_profile(r)]
-        if in_claim:
-            profile = scope.requiring_profile(capability)
-            why = f"which profile '{profile}' requires" if profile else f"which this check needs for {', '.join(in_claim)}"
-            result = _result(item, self.catalogue, Outcome.FAIL, f"not testable: target lacks '{capability}', {why}", **extra)
-            result.failed_requirements = in_claim
-            result.untestable = True
-            return result
-        reason = (
-            f"target lacks '{capability}'; {', '.join(item.requirements)} "
-            f"{'is' if len(item.requirements) == 1 else 'are'} outside the claimed {scope.claim}"
-        )
-        return _result(item, self.catalogue, Outcome.OUT_OF_SCOPE, "", reason=reason, **extra)
-
-    def _sequence(self, failing: Exchange | None) -> tuple[list[Exchange], Exchange | None]:
-        """The requests that led to a failure, set-up included, and the failing one.
-
-        The suite's own requests are all recorded: they are replayed up to the failing exchange
-        (or all of them when the failure names none). Requests generated by Schemathesis are not
-        set-up for one another: only the one that failed is replayed.
-        """
-        own = list(self.recorder.exchanges)
-        if failing is not None:
-            for position, exchange in enumerate(own):
-                if exchange is failing:
-                    return own[: position + 1], failing
-            return own + [failing], failing
-        if own:
-            return own, own[-1]
-        if self.generated:
-            return [self.generated[-1]], self.generated[-1]
-        return [], None
 
 
 def run(
@@ -257,8 +50,8 @@ def run(
             target.discover()
         except TargetUnreachable as exc:  # only when preflight was skipped: nothing can run
             notes.append(f"capability discovery failed: {exc}")
-            target.capabilities = _with_defaults({})
-            results = [_result(item, catalogue, Outcome.ERROR, f"not run: {exc}") for item in selected]
+            target.capabilities = with_defaults({})
+            results = [check_result(item, catalogue, Outcome.ERROR, f"not run: {exc}") for item in selected]
             selected = []
         claim = target.claim
         implemented = str(target.discover().get("spec_version", ""))
@@ -287,7 +80,7 @@ def run(
     scope = target.scope
     verdicts = requirement_verdicts(results, catalogue, target.expected, scope)
     profiles = profile_results(scope, verdicts, target.advertised(), config.strict)
-    verdict, extra = _verdict(results, verdicts, profiles, config, target, notes)
+    verdict, extra = run_verdict(results, verdicts, profiles, config, target, notes)
     summary = summary_text(verdict.value, claim, profiles, extra)
     if config.select:
         notes.append(f"partial run (--select {', '.join(config.select)}): profiles are judged on the selected checks only")
@@ -313,192 +106,6 @@ def run(
         deployment_only=deployment_only(catalogue),
         cleanup=cleanup,
     )
-
-
-def deployment_only(catalogue: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
-    """Requirements only a deployment can observe: listed in every report as not verifiable."""
-    return [
-        {"id": req["id"], "level": req["level"], "chapter": req["chapter"], "title": req["title"], "note": NOT_VERIFIABLE}
-        for req in catalogue.values()
-        if req.get("verification", "suite") == "deployment"
-    ]
-
-
-def _discover(client: ApiClient) -> dict[str, Any]:
-    """The capability document, unvalidated: `capabilities.discovery_document` judges its shape."""
-    response = client.get("/capabilities", validate_response=False)
-    if response.status != 200:
-        raise TargetUnreachable(f"GET /capabilities answered {response.status}")
-    try:
-        document = response.json()
-    except ValueError as exc:
-        raise TargetUnreachable("GET /capabilities did not answer JSON") from exc
-    if not isinstance(document, dict):
-        raise TargetUnreachable("GET /capabilities did not answer a JSON object")
-    return _with_defaults(document)
-
-
-def _with_defaults(document: dict[str, Any]) -> dict[str, Any]:
-    document = dict(document)
-    document.setdefault("capabilities", [])
-    document.setdefault("limits", {})
-    document.setdefault("diagnostics", {"query_count": False})
-    return document
-
-
-@contextmanager
-def _capture_generated(sink: list[Exchange], variables: dict[str, str]) -> Iterator[None]:
-    """Record the requests Schemathesis sends while a check runs, through its documented
-    `after_call` hook, so fuzz failures get reproducers like every other check."""
-    try:
-        from schemathesis.hooks import GLOBAL_HOOK_DISPATCHER
-    except ImportError:  # the fuzz layer is not installed: nothing to capture
-        yield
-        return
-    lock = threading.Lock()
-
-    def after_call(context: Any, case: Any, response: Any) -> None:
-        try:
-            exchange = exchange_from_schemathesis(response, variables)
-        except Exception:  # an odd response must never break the check that sent it
-            return
-        with lock:
-            sink.append(exchange)
-
-    GLOBAL_HOOK_DISPATCHER.register_hook_with_name(after_call, "after_call")
-    try:
-        yield
-    finally:
-        GLOBAL_HOOK_DISPATCHER.unregister(after_call)
-
-
-def _unfilter(message: str, failing: Exchange, variables: dict[str, str]) -> str:
-    """Schemathesis prints `Authorization: [Filtered]` in its curl lines; name the token variable."""
-    sent = failing.request_headers.get("Authorization") or failing.request_headers.get("authorization") or ""
-    for token, variable in variables.items():
-        if sent == f"Bearer {token}":
-            message = message.replace("'Authorization: [Filtered]'", f'"Authorization: Bearer ${variable}"')
-            return message.replace("Authorization: [Filtered]", f"Authorization: Bearer ${variable}")
-    return message
-
-
-def _result(item: Check, catalogue: dict[str, dict[str, Any]], outcome: Outcome, message: str, **extra: Any) -> CheckResult:
-    levels = [catalogue[r]["level"] for r in item.requirements if r in catalogue]
-    level = max(levels, key=LEVEL_RANK.__getitem__) if levels else "MUST"
-    return CheckResult(
-        name=item.name,
-        title=item.title,
-        chapter=item.chapter,
-        requirements=list(item.requirements),
-        outcome=outcome,
-        message=message,
-        level=level,
-        **extra,
-    )
-
-
-def _apply_expected(result: CheckResult, expected: dict[str, ExpectedFailure]) -> CheckResult:
-    if not expected:
-        return result
-    if result.outcome is Outcome.FAIL:
-        for key in [result.name, *result.failed_requirements]:
-            if key in expected:
-                result.outcome = Outcome.XFAIL
-                result.reason, result.link = expected[key].reason, expected[key].link
-                return result
-    if result.outcome is Outcome.PASS and result.name in expected:
-        result.outcome = Outcome.XPASS
-        result.reason, result.link = expected[result.name].reason, expected[result.name].link
-    return result
-
-
-def requirement_verdicts(
-    results: list[CheckResult],
-    catalogue: dict[str, dict[str, Any]],
-    expected: dict[str, ExpectedFailure],
-    scope: Scope,
-) -> list[RequirementVerdict]:
-    """One verdict per requirement cited by the run:
-    fail > expected failure > error > pass > skipped > out of scope.
-    A listed requirement that passed is an unexpected pass."""
-    cited: dict[str, list[CheckResult]] = {}
-    for result in results:
-        for req in dict.fromkeys([*result.requirements, *result.failed_requirements]):
-            cited.setdefault(req, []).append(result)
-    verdicts = []
-    for req_id, items in cited.items():
-        violated = [r for r in items if req_id in r.failed_requirements]
-        if any(r.outcome is Outcome.FAIL for r in violated):
-            outcome = Outcome.FAIL
-        elif any(r.outcome is Outcome.XFAIL for r in violated):
-            outcome = Outcome.XFAIL
-        elif any(r.outcome is Outcome.ERROR for r in items):
-            outcome = Outcome.ERROR
-        elif any(r.outcome in (Outcome.PASS, Outcome.XPASS) for r in items):
-            outcome = Outcome.PASS
-        elif any(r.outcome is Outcome.SKIPPED for r in items):
-            outcome = Outcome.SKIPPED
-        elif all(r.outcome is Outcome.OUT_OF_SCOPE for r in items):
-            outcome = Outcome.OUT_OF_SCOPE
-        else:  # its checks failed on other requirements before reaching this one
-            outcome = Outcome.ERROR
-        entry = catalogue.get(req_id, {"level": "MUST", "chapter": "unknown", "title": req_id})
-        in_scope = scope.in_profile(req_id)
-        verdict = RequirementVerdict(
-            id=req_id,
-            level=entry["level"],
-            chapter=entry["chapter"],
-            title=entry["title"],
-            outcome=outcome,
-            checks=[r.name for r in items],
-            in_scope=in_scope,
-            reason=None if in_scope else scope.why_out(req_id),
-        )
-        if req_id in expected and outcome in (Outcome.PASS, Outcome.XFAIL):
-            verdict.reason, verdict.link = expected[req_id].reason, expected[req_id].link
-            if outcome is Outcome.PASS:
-                verdict.outcome = Outcome.XPASS
-        verdicts.append(verdict)
-    order = list(catalogue)
-    verdicts.sort(key=lambda v: order.index(v.id) if v.id in order else len(order))
-    return verdicts
-
-
-def _verdict(
-    results: list[CheckResult],
-    verdicts: list[RequirementVerdict],
-    profiles: list[Any],
-    config: Config,
-    target: Target,
-    notes: list[str],
-) -> tuple[Verdict, list[str]]:
-    """The verdict on the claimed profile, and reasons beyond the profile's own (for the summary)."""
-    scope = target.scope
-    claimed = next(p for p in profiles if p.claimed)
-    extra: list[str] = []
-    missing_expected = target.missing_expected_capabilities()
-    if missing_expected:
-        extra.append(", ".join(f"expected capability {name} missing" for name in missing_expected))
-    stale_checks = [r.name for r in results if r.outcome is Outcome.XPASS]
-    stale_requirements = [v.id for v in verdicts if v.outcome is Outcome.XPASS]
-    for name in stale_checks + stale_requirements:
-        notes.append(f"{name} is listed as an expected failure but passed: remove it from the expected-failures file")
-    if config.strict and stale_checks:
-        extra.append(f"{', '.join(stale_checks)} passed but {'is' if len(stale_checks) == 1 else 'are'} listed as expected to fail")
-    out_of_claim = [v.id for v in verdicts if v.outcome is Outcome.FAIL and not v.in_scope]
-    if out_of_claim:
-        notes.append(f"failed outside the claimed {scope.claim} (not counted): {', '.join(out_of_claim)}")
-    if claimed.status == "not reached" or extra:
-        return Verdict.NOT_CONFORMANT, extra
-    errors = [r.name for r in results if r.outcome is Outcome.ERROR and any(scope.in_profile(q) for q in r.requirements)]
-    outside = [r.name for r in results if r.outcome is Outcome.ERROR and r.name not in errors]
-    if outside:
-        notes.append(f"errors outside the claimed {scope.claim} (not counted): {', '.join(outside)}")
-    if claimed.undetermined_requirements:
-        notes.append("requirements without a verdict: " + ", ".join(claimed.undetermined_requirements))
-    if errors or claimed.status == "undetermined":
-        return Verdict.INCOMPLETE, extra
-    return Verdict.CONFORMANT, extra
 
 
 __all__ = ["Target", "run", "requirement_verdicts", "check_seed", "deployment_only"]
