@@ -8,69 +8,31 @@ same file continues after the last line imported; a file imported completely is 
 imported again (its fingerprint: size and SHA-256). When the meta line names a parent, the parent
 must have been imported first; the leading turns the child copied from it are inherited through a
 fork instead of being imported again.
+
+Here: reading the upload and writing the session. The import's row (its claim and saved progress)
+is legacy_progress.py.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import secrets
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from reference_impl.canonical import canonical
-from reference_impl.errors import (
-    ImportInProgress,
-    InvalidLegacyHistory,
-    LegacyConflict,
-    LegacyParentMissing,
-    StorageUnavailable,
-)
+from reference_impl.errors import ImportInProgress, InvalidLegacyHistory, LegacyConflict, StorageUnavailable
 from reference_impl.legacy_lines import Line, LineReader, RecordLine, parse_meta, parse_record
 from reference_impl.principals import Caller, public_id
-from reference_impl.services.common import ChapterService, new_id, new_key, timestamp, utcnow
+from reference_impl.services import turn_steps as steps
+from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
 from reference_impl.services.fork import ForkService
+from reference_impl.services.legacy_progress import CLAIM_SECONDS, ImportProgress, Progress, chained
 from reference_impl.store import Transaction
-from reference_impl.store.store import IntegrityError, StorageError
 
-CLAIM_SECONDS = 60
 BATCH_RECORDS = 100
 ID_NAMESPACE = uuid.UUID("6f1c1c1e-8a59-4d7c-9a55-6b2b3f2f6a10")
-
-
-def chained(previous: str, item: Any) -> str:
-    """A running digest: a turn's lines hashed in order, resumable across uploads."""
-    return hashlib.sha256((previous + canonical(item)).encode()).hexdigest()
-
-
-@dataclass
-class Progress:
-    """What a row's `state` holds (JSON), besides bytes and lines done."""
-
-    parent_legacy_id: str | None = None
-    parent_session_id: str | None = None
-    parent_turns: list[list[Any]] = field(default_factory=list)  # the parent's turns: [legacy id, digest, turn id]
-    matching: bool = False  # still comparing leading turns with the parent's
-    inherited: int = 0
-    turns: list[list[Any]] = field(default_factory=list)  # this history's turns: [legacy id, digest, turn id]
-    open: dict[str, Any] | None = None  # the turn receiving records: legacy id, turn id, role, digest
-    skipped: list[list[Any]] = field(default_factory=list)  # [line, reason]
-    records: int = 0
-    own_turns: int = 0
-    lines: int = 0
-    prefix_sha256: str = hashlib.sha256(b"").hexdigest()
-
-    def dump(self) -> str:
-        return json.dumps(self.__dict__, separators=(",", ":"))
-
-    @classmethod
-    def load(cls, text: str) -> "Progress":
-        return cls(**json.loads(text)) if text else cls()
 
 
 class ImportService(ChapterService):
@@ -99,25 +61,13 @@ class ImportService(ChapterService):
         return principal.key(public) if isinstance(principal, Caller) else public
 
 
-class ImportJob:
+class ImportJob(ImportProgress):
+    """One upload: its lines read in order, its records written in batches with the progress."""
+
     def __init__(self, service: ImportService, principal: str, lease_id: str | None) -> None:
-        self.service = service
-        self.store = service.store
-        self.principal = principal
-        self.lease_id = lease_id
-        self.limit = service.limits.max_import_line_bytes
-        self.claim: str | None = None
-        self.legacy_id = ""
-        self.session_id: str | None = None
-        self.progress = Progress()
-        self.bytes_done = 0
-        self.lines_done = 0
-        self.resumed_from: int | None = None
-        self.created = False
-        self.complete_before: str | None = None  # fingerprint of a complete earlier import
+        super().__init__(service, principal, lease_id)
         self.batch: list[tuple[int, RecordLine]] = []
         self.buffered_turn: list[tuple[int, RecordLine]] = []  # while matching the parent's turns
-        self.pending_end: tuple[int, int, str] = (0, 0, Progress().prefix_sha256)  # bytes, lines, digest reached
 
     # ---------------------------------------------------------------- the stream
     async def run(self, stream: AsyncIterator[bytes]) -> tuple[int, dict[str, Any]]:
@@ -172,67 +122,6 @@ class ImportJob:
             )
         self.legacy_id = meta["id"]
         await run_in_threadpool(self._claim, meta.get("forked_from_id"), line)
-
-    def _claim(self, parent: str | None, meta_line: Line) -> None:
-        try:
-            self._claim_in(parent, meta_line)
-        except IntegrityError:  # another upload inserted the row first
-            raise ImportInProgress(f"history {self.legacy_id} is being imported by another upload; retry later") from None
-
-    def _claim_in(self, parent: str | None, meta_line: Line) -> None:
-        now = utcnow()
-        claim = f"{timestamp(now + timedelta(seconds=CLAIM_SECONDS))}#{secrets.token_hex(4)}"
-        with self.store.write() as tx:
-            row = tx.legacy_import(self.principal, self.legacy_id)
-            if row is None:
-                progress = Progress(lines=1)
-                if parent is not None:
-                    parent_row = tx.legacy_import(self.principal, parent)
-                    if parent_row is None or parent_row.status != "complete" or parent_row.session_id is None:
-                        raise LegacyParentMissing(
-                            f"the history names {parent} as its fork parent; import that history first"
-                        )
-                    progress.parent_legacy_id = parent
-                    progress.parent_session_id = parent_row.session_id
-                    progress.parent_turns = Progress.load(parent_row.state).turns
-                    progress.matching = True
-                tx.insert_legacy_import(
-                    {
-                        "principal": str(self.principal),
-                        "legacy_id": self.legacy_id,
-                        "session_id": None,
-                        "status": "partial",
-                        "fingerprint": None,
-                        "bytes_done": 0,
-                        "lines_done": 0,
-                        "claimed_until": claim,
-                        "state": progress.dump(),
-                        "created_at": timestamp(now),
-                        "updated_at": timestamp(now),
-                    }
-                )
-                self.claim = claim
-                self.progress = progress
-                return
-            if not tx.claim_legacy_import(str(self.principal), self.legacy_id, claim, timestamp(now)):
-                raise ImportInProgress(f"history {self.legacy_id} is being imported by another upload; retry later")
-            self.claim = claim
-            self.session_id = row.session_id
-            self.bytes_done, self.lines_done = row.bytes_done, row.lines_done
-            self.pending_end = (row.bytes_done, row.lines_done, Progress.load(row.state).prefix_sha256)
-            self.progress = Progress.load(row.state)
-            self.resumed_from = row.lines_done + 1 if row.bytes_done > 0 else None
-            if row.status == "complete":
-                self.complete_before = row.fingerprint
-
-    def release(self) -> None:
-        assert self.claim is not None
-        try:
-            with self.store.write() as tx:
-                tx.save_legacy_import(self.principal, self.legacy_id, self.claim, claimed_until=None)
-        except StorageError:
-            pass  # the claim expires on its own
-        self.claim = None
 
     # ---------------------------------------------------------------- lines
     async def line(self, line: Line, final: bool = False) -> None:
@@ -327,31 +216,6 @@ class ImportJob:
             self._commit_progress()
         self.created = True
 
-    def _save(self, tx: Transaction, **extra: Any) -> None:
-        assert self.claim is not None
-        bytes_done, lines_done, digest = self.pending_end
-        if bytes_done > self.bytes_done:
-            self.bytes_done, self.lines_done = bytes_done, lines_done
-            self.progress.prefix_sha256 = digest
-        self.progress.lines = self.lines_done
-        ok = tx.save_legacy_import(
-            str(self.principal),
-            self.legacy_id,
-            self.claim,
-            session_id=self.session_id,
-            bytes_done=self.bytes_done,
-            lines_done=self.lines_done,
-            state=self.progress.dump(),
-            updated_at=timestamp(utcnow()),
-            **extra,
-        )
-        if not ok:
-            raise ImportInProgress(f"history {self.legacy_id}: another upload took over this import")
-
-    def _commit_progress(self) -> None:
-        with self.store.write() as tx:
-            self._save(tx)
-
     def flush(self, close: bool) -> None:
         """Write the batch (records of one turn) and the progress it reaches in one transaction.
 
@@ -382,20 +246,9 @@ class ImportJob:
                 if first_index is None:
                     raise StorageUnavailable("the imported turn is not running; retry the upload")
                 first = first_index
-                created_at = timestamp(utcnow())
-                for offset, (_, item) in enumerate(batch):
-                    rows.append(
-                        {
-                            "record_id": new_id(),
-                            "session_id": self.session_id,
-                            "record_index": first + offset,
-                            "turn_id": turn_id,
-                            "turn_index": progress.open["index"],
-                            "record_type": item.type,
-                            "content": json.dumps(item.payload, separators=(",", ":")),
-                            "created_at": created_at,
-                        }
-                    )
+                items = [(item.type, json.dumps(item.payload, separators=(",", ":"))) for _, item in batch]
+                rows = steps.record_rows(self.session_id, turn_id, progress.open["index"], first, items, timestamp(utcnow()))
+                for _, item in batch:
                     progress.open["digest"] = chained(progress.open["digest"], [progress.open["role"], item.type, item.payload])
                 progress.records += len(batch)
                 if not split:
@@ -405,18 +258,16 @@ class ImportJob:
             self._save(tx)
         if not (split and rows):
             return
-        try:
-            with self.store.write_records() as records_tx:
-                records_tx.insert_records(rows)
-        except StorageError as exc:
-            with self.store.write() as tx:
-                tx.release_record_indexes(self.session_id, rows[0]["turn_id"], first, len(rows))
-                self.bytes_done, self.lines_done, progress.prefix_sha256, digest, progress.records = undo
-                assert progress.open is not None
-                progress.open["digest"] = digest
-                self.pending_end = (self.bytes_done, self.lines_done, progress.prefix_sha256)
-                self._save(tx)
-            raise StorageUnavailable("the records store did not take the imported records; upload again") from exc
+
+        def give_back(tx: Transaction) -> bool:
+            assert self.session_id is not None and progress.open is not None
+            tx.release_record_indexes(self.session_id, rows[0]["turn_id"], first, len(rows))
+            self.bytes_done, self.lines_done, progress.prefix_sha256, progress.open["digest"], progress.records = undo
+            self.pending_end = (self.bytes_done, self.lines_done, progress.prefix_sha256)
+            self._save(tx)
+            return True
+
+        steps.insert_or_give_back(self.store, rows, give_back, "the records store did not take the imported records; upload again")
         if close and progress.open is not None:
             with self.store.write() as tx:
                 self._close_open(tx)
@@ -424,24 +275,12 @@ class ImportJob:
 
     def _open_turn(self, tx: Transaction, record: RecordLine) -> None:
         assert self.session_id is not None
-        turn_id = new_key(self.principal)
-        slot = tx.claim_turn_slot(self.session_id, turn_id)
-        if slot is None:
+        turn = steps.open_turn(tx, self.session_id, new_key(self.principal), record.role)
+        if turn is None:
             raise ImportInProgress(f"session {self.session_id} has a running turn; finish it before importing more")
-        tx.insert_turn(
-            {
-                "turn_id": turn_id,
-                "session_id": self.session_id,
-                "turn_index": slot[0],
-                "role": record.role,
-                "status": "running",
-                "first_record_index": slot[1],
-                "end_record_index": None,
-                "created_at": timestamp(utcnow()),
-                "finished_at": None,
-            }
-        )
-        self.progress.open = {"legacy": record.turn, "turn_id": turn_id, "index": slot[0], "role": record.role, "digest": ""}
+        self.progress.open = {
+            "legacy": record.turn, "turn_id": turn.turn_id, "index": turn.turn_index, "role": record.role, "digest": "",
+        }
 
     def _close_open(self, tx: Transaction) -> None:
         progress = self.progress
@@ -483,3 +322,6 @@ class ImportJob:
             "replayed": replayed,
             "resumed_from_line": self.resumed_from,
         }
+
+
+__all__ = ["BATCH_RECORDS", "CLAIM_SECONDS", "ID_NAMESPACE", "ImportJob", "ImportProgress", "ImportService", "Progress", "chained"]

@@ -17,12 +17,12 @@ from dataclasses import replace
 from typing import Any
 
 from reference_impl import views
-from reference_impl.errors import NotFound, PayloadTooLarge, StorageUnavailable, TurnNotRunning, TurnNotSuspended
+from reference_impl.errors import PayloadTooLarge, TurnNotRunning, TurnNotSuspended
 from reference_impl.principals import public_id
+from reference_impl.services import turn_steps as steps
 from reference_impl.services.common import ChapterService, new_id, timestamp, utcnow
 from reference_impl.store import Transaction
 from reference_impl.store.rows import TurnRow
-from reference_impl.store.store import StorageError
 from reference_impl.store.suspend import InputRow
 
 INPUT_RECORD_TYPE = "input"
@@ -46,29 +46,24 @@ class SuspendService(ChapterService):
     capabilities = ("suspend",)
 
     # ---------------------------------------------------------------- reads
-    def own_turn(self, tx: Transaction, session_id: str, turn_id: str) -> TurnRow:
-        turn = tx.turn(turn_id)
-        if turn is None or turn.session_id != session_id:
-            raise NotFound(f"turn {turn_id} not found in session {session_id}")
-        return turn
+    own_turn = staticmethod(steps.own_turn)
 
     def get_turn(self, principal: str, session_id: str, turn_id: str) -> dict[str, Any]:
         with self.store.read() as tx:
             self.access.visible_session(tx, principal, session_id)
-            return views.turn(self.own_turn(tx, session_id, turn_id))
+            return views.turn(steps.own_turn(tx, session_id, turn_id))
 
     def list_inputs(self, principal: str, session_id: str, turn_id: str) -> dict[str, Any]:
         with self.store.read() as tx:
             self.access.visible_session(tx, principal, session_id)
-            self.own_turn(tx, session_id, turn_id)
+            steps.own_turn(tx, session_id, turn_id)
             return {"inputs": [input_view(row) for row in tx.inputs_of(turn_id)]}
 
     # ---------------------------------------------------------------- suspend, recover, abandon
     def suspend(self, principal: str, session_id: str, turn_id: str, lease_id: str | None = None) -> dict[str, Any]:
         now = timestamp(utcnow())
         with self.store.write() as tx:
-            self.access.writable_session(tx, principal, session_id, lease_id)
-            turn = self.own_turn(tx, session_id, turn_id)
+            turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
             if not tx.suspend_slot(session_id, turn_id):
                 raise TurnNotRunning(f"turn {turn_id} is {turn.status}")
             tx.set_turn_state(turn_id, status="suspended")
@@ -80,23 +75,25 @@ class SuspendService(ChapterService):
 
     def recover(self, principal: str, session_id: str, turn_id: str, lease_id: str | None = None) -> dict[str, Any]:
         with self.store.write() as tx:
-            self.access.writable_session(tx, principal, session_id, lease_id)
-            turn = self.own_turn(tx, session_id, turn_id)
+            turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
             if not tx.recover_slot(session_id, turn_id):
-                raise TurnNotSuspended(f"turn {turn_id} is {turn.status}, not suspended or interrupted")
+                raise self._not_suspended(turn)
             tx.set_turn_state(turn_id, status="running")
         return views.turn(replace(turn, status="running"))
 
     def abandon(self, principal: str, session_id: str, turn_id: str, lease_id: str | None = None) -> dict[str, Any]:
         now = timestamp(utcnow())
         with self.store.write() as tx:
-            self.access.writable_session(tx, principal, session_id, lease_id)
-            turn = self.own_turn(tx, session_id, turn_id)
+            turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
             end = tx.release_suspended_slot(session_id, turn_id)
             if end is None:
-                raise TurnNotSuspended(f"turn {turn_id} is {turn.status}, not suspended or interrupted")
+                raise self._not_suspended(turn)
             tx.set_turn_state(turn_id, status="abandoned", finished_at=now, end_record_index=end)
         return views.turn(replace(turn, status="abandoned", finished_at=now, end_record_index=end))
+
+    @staticmethod
+    def _not_suspended(turn: TurnRow) -> TurnNotSuspended:
+        return TurnNotSuspended(f"turn {turn.turn_id} is {turn.status}, not suspended or interrupted")
 
     def interrupt_running_turns(self) -> int:
         """Called when the server starts: turns left running are reported interrupted."""
@@ -104,6 +101,15 @@ class SuspendService(ChapterService):
             return tx.interrupt_running_turns()
 
     # ---------------------------------------------------------------- inputs
+    def _running_now(
+        self, tx: Transaction, principal: str, session_id: str, turn_id: str, lease_id: str | None
+    ) -> TurnRow:
+        """The writable turn, if it is the session's running turn (read under the session row's lock)."""
+        turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
+        if tx.running_turn_of(session_id, lock=True) != turn_id:
+            raise TurnNotRunning(f"turn {turn_id} is not running")
+        return turn
+
     def queue_input(
         self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None
     ) -> dict[str, Any]:
@@ -111,10 +117,7 @@ class SuspendService(ChapterService):
         if len(content.encode()) > self.limits.max_record_bytes:
             raise PayloadTooLarge(f"the input exceeds max_record_bytes ({self.limits.max_record_bytes})")
         with self.store.write() as tx:
-            self.access.writable_session(tx, principal, session_id, lease_id)
-            turn = self.own_turn(tx, session_id, turn_id)
-            if tx.running_turn_of(session_id, lock=True) != turn_id:  # under the session row's lock
-                raise TurnNotRunning(f"turn {turn_id} is not running")
+            turn = self._running_now(tx, principal, session_id, turn_id, lease_id)
             row = InputRow(
                 input_id=new_id(),
                 session_id=session_id,
@@ -132,61 +135,27 @@ class SuspendService(ChapterService):
     def deliver_inputs(self, principal: str, session_id: str, turn_id: str, lease_id: str | None = None) -> dict[str, Any]:
         now = timestamp(utcnow())
         with self.store.write() as tx:
-            self.access.writable_session(tx, principal, session_id, lease_id)
-            turn = self.own_turn(tx, session_id, turn_id)
-            if tx.running_turn_of(session_id, lock=True) != turn_id:
-                raise TurnNotRunning(f"turn {turn_id} is not running")
+            turn = self._running_now(tx, principal, session_id, turn_id, lease_id)
             pending = tx.inputs_of(turn_id, "pending", limit=self.limits.max_records_per_append)
             if not pending:
                 return {"records": []}
-            first = tx.reserve_record_indexes(session_id, turn_id, len(pending))
-            if first is None:
-                raise TurnNotRunning(f"turn {turn_id} is not running")
-            rows = [
-                {
-                    "record_id": new_id(),
-                    "session_id": session_id,
-                    "record_index": first + offset,
-                    "turn_id": turn_id,
-                    "turn_index": turn.turn_index,
-                    "record_type": INPUT_RECORD_TYPE,
-                    "content": item.content,
-                    "created_at": now,
-                }
-                for offset, item in enumerate(pending)
-            ]
+            items = [(INPUT_RECORD_TYPE, item.content) for item in pending]
+            first, rows = steps.append_rows(self.store, tx, turn, items, now)
             for item, row in zip(pending, rows):
                 tx.settle_input(item.input_id, "delivered", now, row["record_id"])
-            if not self.store.split:
-                tx.insert_records(rows)
         if self.store.split:
-            self._write_records(session_id, turn_id, first, rows, pending)
-        return {
-            "records": [
-                {
-                    "record_id": row["record_id"],
-                    "session_id": public_id(session_id),
-                    "turn_id": public_id(turn_id),
-                    "index": row["record_index"],
-                    "type": INPUT_RECORD_TYPE,
-                    "content": json.loads(row["content"]),
-                    "created_at": now,
-                }
-                for row in rows
-            ]
-        }
+            self._write_records(first, rows, pending)
+        return {"records": steps.record_views(rows)}
 
-    def _write_records(
-        self, session_id: str, turn_id: str, first: int, rows: list[dict[str, Any]], pending: list[InputRow]
-    ) -> None:
+    def _write_records(self, first: int, rows: list[dict[str, Any]], pending: list[InputRow]) -> None:
         """Two stores: as an append (DEPLOY-TWO-STORE-ORDER-001); if the records store refuses, the
         indexes are given back when nothing followed and the inputs wait again."""
-        try:
-            with self.store.write_records() as records_tx:
-                records_tx.insert_records(rows)
-        except StorageError as exc:
-            with self.store.write() as tx:
-                tx.release_record_indexes(session_id, turn_id, first, len(rows))
-                for item in pending:
-                    tx.settle_input(item.input_id, "pending", None, None)  # type: ignore[arg-type]
-            raise StorageUnavailable("the records store did not take the delivered inputs; they wait again") from exc
+        release = steps.release_indexes(rows[0]["session_id"], rows[0]["turn_id"], first, len(rows))
+
+        def give_back(tx: Transaction) -> bool:
+            released = release(tx)
+            for item in pending:
+                tx.settle_input(item.input_id, "pending", None, None)  # type: ignore[arg-type]
+            return released
+
+        steps.insert_or_give_back(self.store, rows, give_back, "the records store did not take the delivered inputs; they wait again")

@@ -16,25 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from reference_impl import views
-from reference_impl.errors import (
-    IdempotencyKeyReused,
-    NotFound,
-    PayloadTooLarge,
-    StorageUnavailable,
-    TurnExists,
-    TurnInProgress,
-    TurnNotRunning,
-)
-from reference_impl.principals import public_id
-from reference_impl.services.common import ChapterService, new_id, new_key, timestamp, utcnow
+from reference_impl.errors import IdempotencyKeyReused, TurnExists, TurnInProgress, TurnNotRunning
+from reference_impl.services import turn_steps as steps
+from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
 from reference_impl.store import Transaction
 from reference_impl.store.rows import IdempotencyRow, SessionRow, TurnRow
-from reference_impl.store.store import IntegrityError, StorageError
+from reference_impl.store.store import IntegrityError
 
 ATTEMPTS = 3
 
@@ -133,49 +126,17 @@ class TurnWritesService(ChapterService):
                 raise
         raise AssertionError("unreachable")
 
-    def _encoded(self, inputs: list[dict[str, Any]]) -> list[str]:
-        if len(inputs) > self.limits.max_records_per_append:
-            raise PayloadTooLarge(
-                f"{len(inputs)} records exceed max_records_per_append ({self.limits.max_records_per_append})"
-            )
-        encoded = [json.dumps(item["content"], separators=(",", ":")) for item in inputs]
-        for position, content in enumerate(encoded):
-            if len(content.encode()) > self.limits.max_record_bytes:
-                raise PayloadTooLarge(f"record {position} exceeds max_record_bytes ({self.limits.max_record_bytes})")
-        return encoded
-
     @staticmethod
-    def _record_rows(
-        session_id: str, turn_id: str, turn_index: int, first: int, inputs: list[dict[str, Any]], encoded: list[str], created_at: str
-    ) -> list[dict[str, Any]]:
-        return [
-            {
-                "record_id": new_id(),
-                "session_id": session_id,
-                "record_index": first + offset,
-                "turn_id": turn_id,
-                "turn_index": turn_index,
-                "record_type": item["type"],
-                "content": encoded[offset],
-                "created_at": created_at,
-            }
-            for offset, item in enumerate(inputs)
-        ]
+    def _forgetting(principal: str, key: str | None, give_back: Callable[[Transaction], bool]) -> Callable[[Transaction], bool]:
+        """`give_back` that also forgets the key, so a retry is evaluated again."""
 
-    @staticmethod
-    def _record_views(rows: list[dict[str, Any]], inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [
-            {
-                "record_id": row["record_id"],
-                "session_id": public_id(row["session_id"]),
-                "turn_id": public_id(row["turn_id"]),
-                "index": row["record_index"],
-                "type": row["record_type"],
-                "content": item["content"],
-                "created_at": row["created_at"],
-            }
-            for row, item in zip(rows, inputs)
-        ]
+        def undo(tx: Transaction) -> bool:
+            given_back = give_back(tx)
+            if key is not None:
+                tx.delete_idempotency(principal, key)
+            return given_back
+
+        return undo
 
     # ---------------------------------------------------------------- start (and the one-request write)
     def start_turn(
@@ -183,7 +144,7 @@ class TurnWritesService(ChapterService):
     ) -> WriteOutcome:
         fingerprint = fingerprint_of("startTurn", session_id, None, body)
         inputs = body.get("records") or []
-        encoded = self._encoded(inputs)
+        encoded = steps.encoded_contents(self.limits, inputs)
         turn_id = body.get("turn_id") or new_key(principal)
         status = body.get("status")
         written: list[tuple[str, int, int, int, list[dict[str, Any]]]] = []
@@ -197,25 +158,17 @@ class TurnWritesService(ChapterService):
                         raise TurnInProgress(f"session {session_id} already has a running turn")
                     turn_index, first, child_count = claimed
                     now = timestamp(utcnow())
-                    row = {
-                        "turn_id": turn_id,
-                        "session_id": session_id,
-                        "turn_index": turn_index,
-                        "role": body["role"],
-                        "status": status or "running",
-                        "first_record_index": first,
-                        "end_record_index": first + len(inputs) if status else None,
-                        "created_at": now,
-                        "finished_at": now if status else None,
-                    }
+                    end = first + len(inputs) if status else None
+                    row = steps.turn_row(turn_id, session_id, turn_index, body["role"], first, now, status or "running", end)
                     tx.insert_turn(row)
                     result = views.turn(TurnRow(**row))
                     rows: list[dict[str, Any]] = []
                     if "records" in body:
-                        rows = self._record_rows(session_id, turn_id, turn_index, first, inputs, encoded, now)
+                        items = [(item["type"], content) for item, content in zip(inputs, encoded)]
+                        rows = steps.record_rows(session_id, turn_id, turn_index, first, items, now)
                         if rows and not self.store.split:
                             tx.insert_records(rows)
-                        result["records"] = self._record_views(rows, inputs)
+                        result["records"] = steps.record_views(rows, [item["content"] for item in inputs])
                     self._remember(tx, principal, key, fingerprint, session_id, 201, result)
                     written[:] = [(turn_id, turn_index, first, child_count, rows)]
             except IntegrityError as exc:
@@ -240,18 +193,14 @@ class TurnWritesService(ChapterService):
     ) -> None:
         """Two stores: the core store holds the turn; the records store now takes its records. If it
         refuses, the turn is taken back (unless something came after it) and the answer is 503."""
-        try:
-            with self.store.write_records() as records_tx:
-                records_tx.insert_records(rows)
-        except StorageError as exc:
-            with self.store.write() as tx:
-                undone = tx.undo_turn_write(session_id, turn_id, turn_index, first, len(rows), child_count)
-                if key is not None:
-                    tx.delete_idempotency(principal, key)
-            raise StorageUnavailable(
-                "the records store did not take the records; "
-                + ("nothing was written" if undone else "the turn stays, and reads over its records answer 503")
-            ) from exc
+        def undo(tx: Transaction) -> bool:
+            return tx.undo_turn_write(session_id, turn_id, turn_index, first, len(rows), child_count)
+
+        refused = "the records store did not take the records; "
+        steps.insert_or_give_back(
+            self.store, rows, self._forgetting(principal, key, undo), refused + "nothing was written",
+            refused + "the turn stays, and reads over its records answer 503",
+        )
 
     # ---------------------------------------------------------------- append
     def append_records(
@@ -260,23 +209,17 @@ class TurnWritesService(ChapterService):
     ) -> WriteOutcome:
         fingerprint = fingerprint_of("appendRecords", session_id, turn_id, body)
         inputs = body["records"]
-        encoded = self._encoded(inputs)
+        encoded = steps.encoded_contents(self.limits, inputs)
         written: list[tuple[int, list[dict[str, Any]]]] = []
 
         def attempt() -> WriteOutcome:
             created_at = timestamp(utcnow())
             with self.store.write() as tx:
                 self._writable(tx, principal, session_id, lease_id, key, fingerprint)
-                turn = self._own_turn(tx, session_id, turn_id)
-                if turn.status != "running":
-                    raise TurnNotRunning(f"turn {turn_id} is {turn.status}")
-                first = tx.reserve_record_indexes(session_id, turn_id, len(inputs))
-                if first is None:
-                    raise TurnNotRunning(f"turn {turn_id} is not running")
-                rows = self._record_rows(session_id, turn_id, turn.turn_index, first, inputs, encoded, created_at)
-                if not self.store.split:
-                    tx.insert_records(rows)
-                result = {"records": self._record_views(rows, inputs)}
+                turn = steps.require_running(steps.own_turn(tx, session_id, turn_id))
+                items = [(item["type"], content) for item, content in zip(inputs, encoded)]
+                first, rows = steps.append_rows(self.store, tx, turn, items, created_at)
+                result = {"records": steps.record_views(rows, [item["content"] for item in inputs])}
                 self._remember(tx, principal, key, fingerprint, session_id, 201, result)
                 written[:] = [(first, rows)]
             return WriteOutcome(201, result, False)
@@ -284,26 +227,9 @@ class TurnWritesService(ChapterService):
         outcome = self._run(principal, key, fingerprint, attempt, (TurnNotRunning,))
         if self.store.split and not outcome.replayed and written:
             first, rows = written[0]
-            try:
-                with self.store.write_records() as records_tx:
-                    records_tx.insert_records(rows)
-            except StorageError as exc:
-                with self.store.write() as tx:
-                    released = tx.release_record_indexes(session_id, turn_id, first, len(rows))
-                    if key is not None:
-                        tx.delete_idempotency(principal, key)
-                raise StorageUnavailable(
-                    "the records store did not take the records; nothing was appended"
-                    + ("" if released else " and a later append holds the indexes after them")
-                ) from exc
+            give_back = self._forgetting(principal, key, steps.release_indexes(session_id, turn_id, first, len(rows)))
+            steps.insert_or_give_back(self.store, rows, give_back, steps.NOTHING_APPENDED, steps.INDEXES_HELD)
         return outcome
-
-    @staticmethod
-    def _own_turn(tx: Transaction, session_id: str, turn_id: str) -> TurnRow:
-        turn = tx.turn(turn_id)
-        if turn is None or turn.session_id != session_id:
-            raise NotFound(f"turn {turn_id} not found in session {session_id}")
-        return turn
 
     # ---------------------------------------------------------------- finish
     def finish_turn(
@@ -316,25 +242,8 @@ class TurnWritesService(ChapterService):
             finished_at = timestamp(utcnow())
             with self.store.write() as tx:
                 self._writable(tx, principal, session_id, lease_id, key, fingerprint)
-                turn = self._own_turn(tx, session_id, turn_id)
-                if turn.status != "running":
-                    raise TurnNotRunning(f"turn {turn_id} is {turn.status}")
-                end = tx.finish_turn(turn_id, body["status"], finished_at)
-                if end is None:
-                    raise TurnNotRunning(f"turn {turn_id} is not running")
-                result = views.turn(
-                    TurnRow(
-                        turn_id=turn.turn_id,
-                        session_id=turn.session_id,
-                        turn_index=turn.turn_index,
-                        role=turn.role,
-                        status=body["status"],
-                        first_record_index=turn.first_record_index,
-                        end_record_index=end,
-                        created_at=turn.created_at,
-                        finished_at=finished_at,
-                    )
-                )
+                turn = steps.require_running(steps.own_turn(tx, session_id, turn_id))
+                result = views.turn(steps.close_turn(tx, turn, body["status"], finished_at))
                 self._remember(tx, principal, key, fingerprint, session_id, 200, result)
             return WriteOutcome(200, result, False)
 
