@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from pathlib import Path
 
 from conformance import SUITE_VERSION
 from conformance.config import ConfigError, load
@@ -15,8 +14,13 @@ from conformance.results import EXIT_USAGE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    if arguments[:1] == ["serve"]:
+        from conformance.embedded import serve_main
+
+        return serve_main(arguments[1:])
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
@@ -71,22 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no progress display")
     check.set_defaults(handler=_check)
 
-    serve = commands.add_parser("serve", help="run the reference server")
-    serve.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "sqlite:///session-lineage.db"))
-    serve.add_argument("--records-database-url", help="keep records in this second database (two-store deployment)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument(
-        "--tokens-file",
-        help="YAML mapping of bearer token to `principal` or to `{principal: p, project: q}` (default: development mode)",
-    )
-    serve.add_argument("--max-lineage-depth", type=int)
-    serve.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
-    serve.add_argument(
-        "--legacy", action="store_true",
-        help="run a pre-lineage server (profile legacy): no fork or lineage; clients fork by replay history",
-    )
-    serve.set_defaults(handler=_serve)
+    # `serve` is the reference server's own command line (reference_impl/cli.py): `main` hands it the
+    # arguments before this parser sees them; listed here for `--help`.
+    commands.add_parser("serve", help="run the reference server", add_help=False)
 
     docs = commands.add_parser("docs", help="regenerate spec/REQUIREMENTS.md and spec/site/index.html from the spec")
     docs.add_argument("--check", action="store_true", help="exit 1 if the file is stale instead of writing it")
@@ -211,51 +202,6 @@ def _list_checks(checks: list) -> int:
         # Python flushes stdout again at exit; point it at /dev/null so that flush cannot fail too.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    return 0
-
-
-def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
-    import yaml
-
-    from reference_impl.http import create_app
-    from reference_impl.settings import Limits, Settings
-
-    tokens: dict[str, str] = {}
-    projects: dict[str, str] = {}
-    if args.tokens_file:
-        from reference_impl.principals import TokensFileError, parse_tokens
-
-        data = yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {}
-        try:
-            tokens, projects = parse_tokens(data)
-        except TokensFileError as exc:
-            raise ConfigError(f"{args.tokens_file}: {exc}") from None
-    else:
-        print("session-lineage: development mode: any bearer token names its own principal", file=sys.stderr)
-    limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
-    settings = Settings(
-        database_url=args.database_url,
-        records_database_url=args.records_database_url,
-        tokens=tokens,
-        projects=projects,
-        limits=limits,
-        legacy=args.legacy,
-    )
-    if args.workers > 1:
-        from reference_impl.http.factory import settings_to_environment
-
-        settings_to_environment(settings)
-        uvicorn.run(
-            "reference_impl.http.factory:app_from_environment",
-            factory=True,
-            host=args.host,
-            port=args.port,
-            workers=args.workers,
-            log_level="info",
-        )
-        return 0
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
     return 0
 
 

@@ -1,4 +1,8 @@
-"""Run a server in-process on a free loopback port, for `check --embedded` and the tests."""
+"""Run a server in-process on a free loopback port, for `check --embedded` and the tests.
+
+The one module of conformance/ that imports reference_impl, and only inside functions, so the suite
+runs against any server without it; `session-lineage serve` goes through `serve_main` too.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import secrets
 import socket
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,3 +79,10 @@ def reference_server(database_url: str | None = None, **settings_overrides: obje
         )
         with serve_app(create_app(settings), tokens) as running:
             yield running
+
+
+def serve_main(argv: Sequence[str]) -> int:
+    """`session-lineage serve ...`: the reference server's own command line (reference_impl/cli.py)."""
+    from reference_impl.cli import main
+
+    return main(argv, prog="session-lineage serve")

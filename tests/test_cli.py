@@ -229,3 +229,16 @@ def test_fuzz_failures_get_a_reproducer(tmp_path) -> None:
     assert '"Authorization: Bearer $SESSION_LINEAGE_TOKEN_PRINCIPAL_1"' in failing["message"]
     assert "${SESSION_LINEAGE_TOKEN_PRINCIPAL_1}" in failing["reproducer"]
     assert steps == [(500, 500)]
+
+
+def test_serve_is_the_reference_servers_own_command_line(tmp_path, capsys) -> None:
+    """`session-lineage serve` hands its arguments to reference_impl/cli.py: same flags, same exits."""
+    with pytest.raises(SystemExit) as shown:
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert shown.value.code == 0 and out.startswith("usage: session-lineage serve [-h] [--database-url DATABASE_URL]")
+    assert all(flag in out for flag in ("--tokens-file", "--legacy", "--port", "--workers", "--records-database-url"))
+    tokens = tmp_path / "tokens.yaml"
+    tokens.write_text("a-token: [not, a, principal]\n")
+    assert main(["serve", "--tokens-file", str(tokens)]) == 2
+    assert capsys.readouterr().err.startswith(f"session-lineage: configuration error: {tokens}: ")
