@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from conformance import timing
 from conformance.client import ApiClient
 from conformance.config import Config
 from conformance.errors import CheckFailed, Unsupported
@@ -97,12 +96,7 @@ class CheckContext:
         if not self.has(capability):
             raise Unsupported(f"the target does not advertise '{capability}'")
 
-    @staticmethod
-    def wait_until(moment: float) -> None:
-        """Sleep until `time.monotonic()` reaches `moment`: expiry checks wait a few seconds at most."""
-        delay = moment - time.monotonic()
-        if delay > 0:
-            threading.Event().wait(min(delay, 10.0))
+    wait_until = staticmethod(timing.wait_until)
 
     # ---------------------------------------------------------------- assertions
     def new_id(self, label: str) -> str:

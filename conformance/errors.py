@@ -28,5 +28,10 @@ class Unsupported(Exception):
     """The target's capability document says it does not support what the check needs."""
 
 
+class NotVerified(Unsupported):
+    """The rule applies, but the evidence it needs could not be observed on this target or in
+    this run (for example a timing margin that could not be established): never a pass, never a fail."""
+
+
 class TargetUnreachable(Exception):
     """The target did not answer (connection refused, timeout): the run is incomplete."""

@@ -24,7 +24,9 @@ def fork_not_idempotent(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("FORK-SNAPSHOT-001", "XS-EFFECTIVE-001", description="The cutoff is ignored on read: later parent records leak into the child")
+# The state machine catches these too (tests/test_layers.py); the quick set runs the direct checks.
+@mutant("FORK-SNAPSHOT-001", "XS-EFFECTIVE-001", description="The cutoff is ignored on read: later parent records leak into the child",
+        select=("fork.snapshot_isolation", "transcript.effective_order_depth_5", "vectors"))
 def cutoff_ignored(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def records(self, segments: Any, limit: int) -> Any:
@@ -64,7 +66,8 @@ def depth_not_enforced(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("FORK-CUT-LATEST-001", description="A latest cut includes the running turn and its records")
+@mutant("FORK-CUT-LATEST-001", description="A latest cut includes the running turn and its records",
+        select=("fork.cut_latest", "vectors.snapshots"))
 def running_turn_inherited(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def last_finished_turn(self, session_id: str, turn_ranges: Any = None) -> Any:

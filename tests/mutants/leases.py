@@ -76,6 +76,15 @@ def leases_never_expire(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, Tx)
 
 
+@mutant("LEASE-EXPIRY-001", description="A lease is free after half its ttl (its expires_at says so too)", select=("leases.lease_expires",))
+def leases_expire_early(settings: Settings) -> ASGIApp:
+    class Service(LeasesService):
+        def acquire_lease(self, principal: str, session_id: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            return super().acquire_lease(principal, session_id, {**body, "ttl_seconds": body["ttl_seconds"] / 2})
+
+    return app_with_service(settings, Service)
+
+
 @mutant("LEASE-RELEASE-001", description="Release answers 204 but keeps the lease", select=("leases.release",))
 def release_keeps_lease(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
