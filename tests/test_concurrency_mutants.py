@@ -3,7 +3,7 @@ minutes), and 20 consecutive seeded runs against a served reference pass (about 
 
 Races are won by chance; a check that catches a racy server only sometimes lets it through a gate
 now and then. Each mutant here runs its concurrency checks ten times, with ten seeds, on a fresh
-database each time. Run with SESSION_LINEAGE_SLOW_TESTS=1.
+database each time. The deep set: `pytest --deep`.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ CONCURRENCY_MUTANTS = {
 counts: dict[str, int] = {}
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SESSION_LINEAGE_SLOW_TESTS"), reason="slow: set SESSION_LINEAGE_SLOW_TESTS=1")
+@pytest.mark.deep
 @pytest.mark.parametrize("name", sorted(CONCURRENCY_MUTANTS))
 def test_concurrency_mutant_is_caught_every_time(name: str, tmp_path) -> None:
     select, requirement = CONCURRENCY_MUTANTS[name]
@@ -54,8 +53,7 @@ def test_concurrency_mutant_is_caught_every_time(name: str, tmp_path) -> None:
     assert not missed, f"{name} missed in {len(missed)} of {RUNS} runs: {missed[:2]}"
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SESSION_LINEAGE_SLOW_TESTS"), reason="slow: set SESSION_LINEAGE_SLOW_TESTS=1")
+@pytest.mark.deep
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
 def test_twenty_seeded_runs_against_a_served_reference(engine: str, request: pytest.FixtureRequest) -> None:
     """20 consecutive `check --target` runs (seed 4242 among them) against two served replicas:
