@@ -81,6 +81,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the deep set (tests marked `deep`: before a release and nightly) instead of the quick set")
 
 
+# Modules whose tests run the whole suite against a server (half a minute each): handed to the
+# workers first, so that no worker starts one while the other has nothing left to do.
+SCHEDULE_FIRST = ("tests/test_variants.py", "tests/test_postgres.py", "tests/test_reference_conformance.py",
+                  "tests/test_concurrency_mutants.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keep the set asked for; the other set is deselected (so it reads as not run, not as skipped)."""
     deep = config.getoption("--deep")
@@ -88,7 +94,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped = [item for item in items if (item.get_closest_marker("deep") is not None) != deep]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    keep.sort(key=lambda item: not item.nodeid.startswith(SCHEDULE_FIRST))  # stable: otherwise collection order
+    items[:] = keep
 
 
 _postgres_outcomes: dict[str, int] = {"passed": 0, "other": 0}

@@ -31,12 +31,12 @@ LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 @contextmanager
-def database(engine: str, directory: Path) -> Iterator[str]:
+def database(engine: str, directory: Path, server: str | None = None) -> Iterator[str]:
     """A fresh database for one run: a SQLite file, or a new PostgreSQL database dropped after."""
     if engine == "sqlite":
         yield f"sqlite:///{directory / 'seeded.db'}"
         return
-    server = os.environ.get("DATABASE_URL", LOCAL_POSTGRES)
+    server = server or os.environ.get("DATABASE_URL", LOCAL_POSTGRES)
     admin_url = make_url(server).set(drivername="postgresql+psycopg")
     name = f"sl_seeded_{secrets.token_hex(6)}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
@@ -50,9 +50,9 @@ def database(engine: str, directory: Path) -> Iterator[str]:
         admin.dispose()
 
 
-def one_run(engine: str, seed: int) -> dict[str, object]:
+def one_run(engine: str, seed: int, postgres_server: str | None = None) -> dict[str, object]:
     """Serve two replicas on a fresh database and run the whole suite once with `seed`."""
-    with tempfile.TemporaryDirectory(prefix="seeded-") as workdir, database(engine, Path(workdir)) as url:
+    with tempfile.TemporaryDirectory(prefix="seeded-") as workdir, database(engine, Path(workdir), postgres_server) as url:
         with server_processes(url, Path(workdir), count=2) as servers:
             report = Path(workdir) / "report.json"
             env = {**os.environ, "PYTHONPATH": str(ROOT), "SESSION_LINEAGE_REPLICAS": servers[1].url}

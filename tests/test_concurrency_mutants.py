@@ -1,5 +1,5 @@
-"""Slow proofs of reliability: every concurrency mutant is caught 10 runs out of 10 (about three
-minutes), and 20 consecutive seeded runs against a served reference pass (about an hour).
+"""Deep proofs of reliability: every concurrency mutant is caught 10 runs out of 10, and 20 seeded
+runs per engine against a served reference pass.
 
 Races are won by chance; a check that catches a racy server only sometimes lets it through a gate
 now and then. Each mutant here runs its concurrency checks ten times, with ten seeds, on a fresh
@@ -8,12 +8,12 @@ database each time. The deep set: `pytest --deep`.
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
 from conformance.results import Outcome
 from tests.mutants import MUTANTS, all_mutants
+from tests.seeded_runs import SEEDS, one_run
 from tests.test_mutants import run_against
 
 all_mutants()
@@ -54,14 +54,11 @@ def test_concurrency_mutant_is_caught_every_time(name: str, tmp_path) -> None:
 
 
 @pytest.mark.deep
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
-def test_twenty_seeded_runs_against_a_served_reference(engine: str, request: pytest.FixtureRequest) -> None:
-    """20 consecutive `check --target` runs (seed 4242 among them) against two served replicas:
-    0 failures and 0 errors (about 30 minutes per engine)."""
-    from tests.seeded_runs import SEEDS, one_run
-
-    if engine == "postgresql":
-        os.environ.setdefault("DATABASE_URL", request.getfixturevalue("postgres_server"))
-    runs = [one_run(engine, seed) for seed in SEEDS]
-    bad = [run for run in runs if run["fail"] or run["error"]]
-    assert not bad, bad
+def test_seeded_run_against_served_replicas(engine: str, seed: int, request: pytest.FixtureRequest) -> None:
+    """One of 20 `check --target` runs per engine (seed 4242 among them) against two served
+    replicas: 0 failures and 0 errors. One test per run, so the workers share them out."""
+    database_url = request.getfixturevalue("postgres_server") if engine == "postgresql" else None
+    outcome = one_run(engine, seed, database_url)
+    assert not outcome["fail"] and not outcome["error"], outcome

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from conformance.config import load
 from conformance.embedded import serve_app
 from conformance.results import Outcome
@@ -31,17 +33,20 @@ def settings(tmp_path) -> Settings:
     return Settings(database_url=f"sqlite:///{tmp_path / 'layer.db'}", tokens=TOKENS)
 
 
+@pytest.mark.deep
 def test_state_machine_alone_catches_leaking_cutoffs(tmp_path) -> None:
     app = MUTANTS["cutoff_ignored"].build(settings(tmp_path))
     assert "XS-EFFECTIVE-001" in failed_requirements(app, "stateful")
 
 
+@pytest.mark.deep
 def test_state_machine_alone_catches_revocations_that_do_not_cascade(tmp_path) -> None:
     """Grants, revocations and deletions are part of the programs: access kept from fork time shows."""
     app = MUTANTS["access_kept_from_fork_time"].build(settings(tmp_path))
     assert failed_requirements(app, "stateful") & {"AUTH-REVOKE-CASCADE-001", "AUTH-LINEAGE-READ-001"}
 
 
+@pytest.mark.deep
 def test_state_machine_alone_catches_deleted_ancestors_breaking_descendants(tmp_path) -> None:
     app = MUTANTS["deleted_ancestor_breaks_descendants"].build(settings(tmp_path))
     assert "DEL-DESCENDANTS-001" in failed_requirements(app, "stateful")

@@ -17,7 +17,7 @@ NOT_APPLICABLE_TO_A_FULL_SERVER = {"capabilities.unadvertised_operations"}
 NOT_VERIFIABLE_IN_A_RUN = {"fork.key_lifetime"}
 
 
-@pytest.mark.parametrize("seed", [1, 20261202])
+@pytest.mark.parametrize("seed", [1, pytest.param(20261202, marks=pytest.mark.deep)])
 def test_reference_server_is_conformant(seed: int) -> None:
     with reference_server() as server:
         result = run(load(overrides={"target": server.url, "tokens": list(server.tokens), "seed": seed}, environ={}))
@@ -43,3 +43,13 @@ def test_reference_without_writer_lease_routes_nothing_it_does_not_advertise() -
     outcomes = {c.name: c.outcome for c in result.checks}
     assert outcomes["capabilities.unadvertised_operations"] is Outcome.PASS, [c.message for c in result.checks]
     assert all(outcome is Outcome.PASS for outcome in outcomes.values()), [c.message for c in result.checks if c.outcome is not Outcome.PASS]
+
+
+@pytest.mark.deep
+def test_reference_passes_the_deep_fuzz_and_state_machine() -> None:
+    """The generated layers at the deep depth (100 cases per operation and state machine): 0 failures."""
+    with reference_server() as server:
+        result = run(load(overrides={"target": server.url, "tokens": list(server.tokens), "seed": 11, "depth": "deep",
+                                     "select": ["fuzz", "stateful"]}, environ={}))
+    problems = [f"{c.name}: {c.outcome.value}: {c.message}" for c in result.checks if c.outcome is not Outcome.PASS]
+    assert result.checks and not problems, "\n".join(problems)

@@ -120,11 +120,13 @@ def test_revert_and_patch_checks_pass_on_two_processes_sharing_postgres(postgres
     assert all(c.outcome is Outcome.PASS for c in result.checks), [c.message for c in result.checks if c.outcome is not Outcome.PASS]
 
 
+@pytest.mark.deep
 def test_state_machine_alone_catches_reverts_reaching_earlier_forks(tmp_path) -> None:
     app = MUTANTS["forks_follow_later_reverts"].build(settings(tmp_path))
     assert failed_requirements(app, "stateful") & {"REVERT-FORKS-001", "XS-EFFECTIVE-001"}
 
 
+@pytest.mark.deep
 def test_state_machine_alone_catches_forks_forgetting_reverts(tmp_path) -> None:
     app = MUTANTS["fork_forgets_reverted_segments"].build(settings(tmp_path))
     assert failed_requirements(app, "stateful") & {"REVERT-EFFECTIVE-001", "XS-EFFECTIVE-001"}

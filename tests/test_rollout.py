@@ -183,6 +183,7 @@ def test_suite_against_the_legacy_server(tmp_path: Path, capsys) -> None:
         assert not re.search(r"\blegacy\b(?!-import)", text), text  # a profile only judged when claimed
 
 
+@pytest.mark.deep
 def test_suite_passes_against_a_server_of_a_later_minor_version(tmp_path: Path) -> None:
     """VERSION-OPEN-RESPONSE-001: the whole suite against a reference whose every JSON response
     carries an unknown member (and its capability document an unknown capability) still passes."""

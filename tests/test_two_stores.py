@@ -46,6 +46,7 @@ def conversation(http: httpx.Client, turns: int = 2) -> str:
     return sid
 
 
+@pytest.mark.deep
 def test_whole_suite_passes_with_records_in_a_second_database(tmp_path) -> None:
     with reference_server(records_database_url=f"sqlite:///{tmp_path / 'records.db'}") as server:
         result = run(load(overrides={"target": server.url, "tokens": list(server.tokens), "seed": 9}, environ={}))
@@ -122,6 +123,7 @@ def test_one_query_per_store_whatever_the_depth(tmp_path) -> None:
 
 
 @pytest.mark.postgres
+@pytest.mark.deep
 def test_whole_suite_passes_on_postgres_with_records_in_a_second_postgres_database(postgres_url: str, tmp_path) -> None:
     from sqlalchemy import create_engine, text
     from sqlalchemy.engine import make_url
