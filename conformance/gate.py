@@ -11,18 +11,24 @@ Rules (stated in the top-level README, "Release regression gate"):
   expected-failures file listed it).
 - **Regression** (exit 1): present in both reports, passes in the baseline, does not pass in the
   candidate (failed, errored, expected to fail, skipped or out of scope).
+- **Evidence lost**: passes in the baseline, `not-verified` in the candidate (the rule applies, but
+  the candidate's run could not observe its evidence: a diagnostics header gone, a timing margin
+  not established). Listed apart; fails the gate (exit 1) only with `strict`.
 - **Improvement**: present in both, does not pass in the baseline, passes in the candidate.
 - **Added** / **removed**: in one report only (a newer catalogue, or a narrower `--select`); reported,
   never a failure, because the target did not get worse at something it was asked to do.
 - **Versions**: a change of `spec_version`, suite version or claimed profile/version is reported;
   `--require-version X.Y[.Z]` fails (exit 1) when the candidate's claimed version is older, so a gate
   can demand a minimum spec version.
-- Unreadable input (missing file, not JSON, not a report) exits 2 and compares nothing.
+- Unreadable input (missing file, not JSON, not a report) exits 2 and compares nothing. Reports of
+  every format version 1.x are read (`format_version`, absent in 1.0.0 reports); another major
+  version is unreadable.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -30,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 PASSING = frozenset({"pass", "unexpected-pass"})
+NOT_VERIFIED = "not-verified"  # report format 1.1.0
 EXIT_OK, EXIT_REGRESSED, EXIT_UNREADABLE = 0, 1, 2
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]|~#<>])")
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
@@ -77,10 +84,12 @@ class Comparison:
     removed: list[Change] = field(default_factory=list)
     version_changes: list[str] = field(default_factory=list)
     version_failure: str | None = None
+    evidence_lost: list[Change] = field(default_factory=list)  # pass -> not verified
+    strict: bool = False  # evidence lost fails the gate too
 
     @property
     def failed(self) -> bool:
-        return bool(self.regressions) or self.version_failure is not None
+        return bool(self.regressions) or self.version_failure is not None or (self.strict and bool(self.evidence_lost))
 
     @property
     def exit_code(self) -> int:
@@ -99,6 +108,9 @@ def load_report(path: str | Path) -> Report:
         raise GateInputError(f"{path}: not JSON: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("requirements"), list):
         raise GateInputError(f"{path}: not a conformance report (no `requirements` list)")
+    format_version = data.get("format_version", "1.0.0")
+    if not isinstance(format_version, str) or not re.match(r"^1\.\d+\.\d+$", format_version):
+        raise GateInputError(f"{path}: report format {format_version!r} is not 1.x; this gate reads 1.x reports")
     entries: dict[str, Entry] = {}
     for index, item in enumerate(data["requirements"]):
         if not isinstance(item, dict) or not isinstance(item.get("id"), str) or not isinstance(item.get("outcome"), str):
@@ -133,15 +145,17 @@ def _version_tuple(text: str | None) -> tuple[int, int, int] | None:
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
 
 
-def compare(baseline: Report, candidate: Report, require_version: str | None = None) -> Comparison:
-    result = Comparison(baseline=baseline, candidate=candidate)
+def compare(baseline: Report, candidate: Report, require_version: str | None = None, strict: bool = False) -> Comparison:
+    result = Comparison(baseline=baseline, candidate=candidate, strict=strict)
     for rid, old in baseline.requirements.items():
         new = candidate.requirements.get(rid)
         if new is None:
             result.removed.append(Change(rid, old.outcome, None, old.level, old.title))
             continue
         was, now = old.outcome in PASSING, new.outcome in PASSING
-        if was and not now:
+        if was and new.outcome == NOT_VERIFIED:
+            result.evidence_lost.append(Change(rid, old.outcome, new.outcome, new.level or old.level, new.title or old.title))
+        elif was and not now:
             result.regressions.append(Change(rid, old.outcome, new.outcome, new.level or old.level, new.title or old.title))
         elif now and not was:
             result.improvements.append(Change(rid, old.outcome, new.outcome, new.level or old.level, new.title or old.title))
@@ -189,7 +203,8 @@ def render_markdown(result: Comparison) -> str:
         f"spec {_escape(result.baseline.spec_version)}, {_escape(result.baseline.verdict)}) → "
         f"candidate `{_escape(Path(result.candidate.path).name)}` ({_escape(result.candidate.claim or 'no claim')}, "
         f"spec {_escape(result.candidate.spec_version)}, {_escape(result.candidate.verdict)})  ",
-        f"{len(result.regressions)} regressions · {len(result.improvements)} improvements · "
+        f"{len(result.regressions)} regressions · {len(result.evidence_lost)} evidence lost"
+        f"{' (fails with strict)' if result.strict and result.evidence_lost else ''} · {len(result.improvements)} improvements · "
         f"{len(result.added)} added · {len(result.removed)} removed",
     ]
     if result.version_failure:
@@ -198,6 +213,7 @@ def render_markdown(result: Comparison) -> str:
         lines += ["", "### Version changes", ""] + [f"- {_escape(item)}" for item in result.version_changes]
     sections = (
         ("Regressions (passed in the baseline, not in the candidate)", result.regressions),
+        ("Evidence lost (passed in the baseline, not verified in the candidate)", result.evidence_lost),
         ("Improvements", result.improvements),
         ("Added requirements", result.added),
         ("Removed requirements", result.removed),
@@ -209,9 +225,18 @@ def render_markdown(result: Comparison) -> str:
 
 
 def run_gate(
-    baseline: str, candidate: str, markdown: str | None = None, require_version: str | None = None, out: Any = None
+    baseline: str,
+    candidate: str,
+    markdown: str | None = None,
+    require_version: str | None = None,
+    out: Any = None,
+    strict: bool | None = None,
 ) -> int:
+    """Compare and print; `strict` (default: the environment's SESSION_LINEAGE_STRICT) fails on
+    evidence lost too."""
     out = out or sys.stdout
+    if strict is None:
+        strict = os.environ.get("SESSION_LINEAGE_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
     try:
         old, new = load_report(baseline), load_report(candidate)
     except GateInputError as exc:
@@ -220,7 +245,7 @@ def run_gate(
     if require_version is not None and _version_tuple(require_version) is None:
         print(f"session-lineage gate: --require-version {require_version!r} is not X.Y or X.Y.Z", file=sys.stderr)
         return EXIT_UNREADABLE
-    result = compare(old, new, require_version)
+    result = compare(old, new, require_version, strict)
     text = render_markdown(result)
     out.write(text)
     if markdown:

@@ -109,7 +109,8 @@ def profile_results(
     """Every profile judged at the claimed version over the requirements the run judged.
 
     A profile is reached when it misses no capability and none of its requirements failed or was
-    untestable (a SHOULD counts only with `strict`); errors leave it undetermined.
+    untestable (a SHOULD counts only with `strict`); errors leave it undetermined. Requirements not
+    verified are named; with `strict` they keep the profile from being reached.
     """
     gating = {"MUST", "SHOULD"} if strict else {"MUST"}
     results = []
@@ -124,7 +125,8 @@ def profile_results(
         if strict:
             failed += [v.id for v in mine if v.outcome is Outcome.XPASS]
         undetermined = [v.id for v in mine if v.outcome is Outcome.ERROR]
-        if missing or failed:
+        not_verified = [v.id for v in mine if v.outcome is Outcome.NOT_VERIFIED and v.level in gating]
+        if missing or failed or (strict and not_verified):
             status = "not reached"
         elif undetermined:
             status = "undetermined"
@@ -140,7 +142,9 @@ def profile_results(
                 missing_capabilities=missing,
                 failed_requirements=failed,
                 undetermined_requirements=undetermined,
+                not_verified_requirements=not_verified,
                 requirements=len(mine),
+                strict=strict,
             )
         )
     return results
@@ -155,21 +159,39 @@ def describe(profile: ProfileResult, limit: int = 3, stated: dict[str, str] | No
     reasons = [f"{name} missing" for name in profile.missing_capabilities]
     failed = [req for req in profile.failed_requirements if req not in stated]
     if failed:
-        shown = ", ".join(failed[:limit]) + (f" and {len(failed) - limit} more" if len(failed) > limit else "")
-        reasons.append(f"{shown} failed")
+        reasons.append(f"{_listed(failed, limit)} failed")
+    if profile.strict:  # with `strict`, what was not verified keeps the profile from being reached
+        unverified = [req for req in profile.not_verified_requirements if req not in stated]
+        if unverified:
+            reasons.append(f"{_listed(unverified, limit)} not verified")
     earlier = list(dict.fromkeys(stated[req] for req in profile.failed_requirements if req in stated))
     if earlier:
         reasons.append(f"the failures of {', '.join(earlier)}")
     if profile.undetermined_requirements:
         reasons.append(f"{len(profile.undetermined_requirements)} without a verdict")
-    for req in profile.failed_requirements:
+    for req in profile.failed_requirements + (profile.not_verified_requirements if profile.strict else []):
         stated.setdefault(req, profile.name)
     return ", ".join(reasons)
 
 
-def describe_all(profiles: list[ProfileResult]) -> list[str]:
+def _listed(ids: list[str], limit: int) -> str:
+    return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def not_verified_text(profiles: list[ProfileResult], stated: set[str] | None = None) -> str | None:
+    """`N MUSTs not verified: IDS`, every gating requirement of a judged profile that was not
+    verified and not already named, or None."""
+    stated = stated or set()
+    ids = list(dict.fromkeys(req for p in profiles for req in p.not_verified_requirements if req not in stated))
+    if not ids:
+        return None
+    word = "requirement" if any(p.strict for p in profiles) else "MUST"
+    return f"{len(ids)} {word}{'' if len(ids) == 1 else 's'} not verified: {', '.join(ids)}"
+
+
+def describe_all(profiles: list[ProfileResult], stated: dict[str, str] | None = None) -> list[str]:
     """`NAME not reached: why` for every profile not reached, each failure named once."""
-    stated: dict[str, str] = {}
+    stated = stated if stated is not None else {}
     return [
         f"{p.name} {'undetermined' if p.status == 'undetermined' else 'not reached'}: {describe(p, stated=stated)}"
         for p in profiles
@@ -178,10 +200,14 @@ def describe_all(profiles: list[ProfileResult]) -> list[str]:
 
 
 def summary_text(verdict_value: str, claim: Claim, profiles: list[ProfileResult], extra: list[str]) -> str:
-    """The verdict in words, naming what was reached:
-    "conformant: core 1.1.0; full not reached: writer-lease missing"."""
+    """The verdict in words, naming what was reached and what was not verified:
+    "conformant: core 1.1.0; full not reached: writer-lease missing; 1 MUST not verified: FORK-NO-COPY-001"."""
     reached = [f"{p.name} {p.version}" for p in profiles if p.reached]
-    others = describe_all(profiles)
+    stated: dict[str, str] = {}
+    others = describe_all(profiles, stated)
+    unverified = not_verified_text(profiles, set(stated))
+    if unverified:
+        others.append(unverified)
     head = {
         "conformant": "conformant",
         "not-conformant": f"not conformant to {claim.profile} {claim.version}",
@@ -205,4 +231,5 @@ __all__ = [
     "summary_text",
     "describe",
     "describe_all",
+    "not_verified_text",
 ]

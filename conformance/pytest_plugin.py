@@ -64,6 +64,10 @@ class ConformanceItem(pytest.Item):
         if result.outcome is Outcome.SKIPPED:
             pytest.skip(result.reason or "not verifiable in this run")
         if result.outcome is Outcome.XFAIL:
+        if result.outcome is Outcome.NOT_VERIFIED:  # never a pass; a failure only with strict
+            if state["config"].strict:
+                pytest.fail(f"not verified: {result.reason}", pytrace=False)
+            pytest.skip(f"not verified: {result.reason}")
             pytest.xfail(result.reason or "expected failure")
         if result.outcome is Outcome.XPASS and state["config"].strict:
             pytest.fail(

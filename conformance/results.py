@@ -11,7 +11,11 @@ class Outcome(str, enum.Enum):
     PASS = "pass"
     FAIL = "fail"  # the target violated a requirement, or cannot show one its claimed profile holds
     OUT_OF_SCOPE = "out-of-scope"  # outside the claimed profile (or newer than its version): counts neither way
-    SKIPPED = "skipped"  # not verifiable in this run (for example an expiry too long to wait out)
+    SKIPPED = "skipped"  # not applicable to this target (for example a key lifetime too long to wait out)
+    # The rule applies, but the evidence it needs could not be observed on this target or in this
+    # run (no-copy without write diagnostics, a timing margin that could not be established): never
+    # a pass; fails the verdict only with `strict`.
+    NOT_VERIFIED = "not-verified"
     XFAIL = "expected-failure"  # failed, and the target's expected-failures file lists it
     XPASS = "unexpected-pass"  # listed as an expected failure, but passed
     ERROR = "error"  # the suite itself broke, or the target stopped answering
@@ -57,7 +61,7 @@ class CheckResult:
     exchange: Exchange | None = None
     duration_ms: float = 0.0
     seed: int | None = None
-    reason: str | None = None  # why out of scope or skipped, or the expected-failure reason
+    reason: str | None = None  # why out of scope, skipped or not verified, or the expected-failure reason
     link: str | None = None  # the expected-failure entry's link, kept apart from its reason
     untestable: bool = False  # FAIL because the target lacks a capability the claimed profile needs
     details: dict[str, Any] = field(default_factory=dict)  # what the check published (the authorization matrix)
@@ -89,6 +93,10 @@ class ProfileResult:
     failed_requirements: list[str] = field(default_factory=list)  # failed or untestable
     undetermined_requirements: list[str] = field(default_factory=list)
     requirements: int = 0  # how many requirements of the profile the run judged
+    # not verified, at a level that gates (MUST; SHOULD too with `strict`): named in the verdict line,
+    # and with `strict` they keep the profile from being reached
+    not_verified_requirements: list[str] = field(default_factory=list)
+    strict: bool = False  # judged with `strict`: not-verified requirements keep it from being reached
 
     @property
     def reached(self) -> bool:

@@ -19,7 +19,7 @@ from conformance.client import ApiClient, Recorder
 from conformance.config import Config, ConfigError, ExpectedFailure, load_expected_failures
 from conformance.context import CheckContext
 from conformance.curl import exchange_from_schemathesis, scrub, to_script, token_variables
-from conformance.errors import CheckFailed, TargetUnreachable, Unsupported
+from conformance.errors import CheckFailed, NotVerified, TargetUnreachable, Unsupported
 from conformance.profiles import Claim, Scope, resolve_claim
 from conformance.registry import Check
 from conformance.results import CheckResult, Cleanup, Exchange, Outcome
@@ -153,6 +153,9 @@ class Target:
             if exchanges:
                 title = f"Replays check {item.name} (seed {seed}) against {self.config.target}."
                 result.reproducer = to_script(exchanges, self.variables, title, failing, self.config.id_prefix)
+        except NotVerified as unverified:  # the rule applies; its evidence could not be observed
+            reason = scrub(str(unverified), self.variables)
+            result = check_result(item, self.catalogue, Outcome.NOT_VERIFIED, "", reason=reason, **extra)
         except Unsupported as skip:
             capability = _NOT_ADVERTISED.search(str(skip))
             if capability:

@@ -5,7 +5,9 @@ profile that failed, or that the target cannot show because it lacks a capabilit
 includes, makes it not conformant (a SHOULD too with `strict`, and then also an expected failure
 that now passes); so does a capability listed in `expect_capabilities` that is not advertised.
 Otherwise an error within the claim makes the run incomplete; only then is the target conformant.
-Requirements outside the claim count neither for nor against. A skip is never a pass.
+Requirements outside the claim count neither for nor against. A skip is never a pass. A MUST of
+the claim that is not verified (the rule applies, but its evidence could not be observed) is named in
+the verdict line; it fails the run only with `strict`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def requirement_verdicts(
     scope: Scope,
 ) -> list[RequirementVerdict]:
     """One verdict per requirement cited by the run:
-    fail > expected failure > error > pass > skipped > out of scope.
+    fail > expected failure > error > not verified > pass > skipped > out of scope
+    (a rule one check could not verify is not verified, whatever the others saw).
     A listed requirement that passed is an unexpected pass."""
     cited: dict[str, list[CheckResult]] = {}
     for result in results:
@@ -49,6 +52,8 @@ def requirement_verdicts(
             outcome = Outcome.XFAIL
         elif any(r.outcome is Outcome.ERROR for r in items):
             outcome = Outcome.ERROR
+        elif any(r.outcome is Outcome.NOT_VERIFIED for r in items):
+            outcome = Outcome.NOT_VERIFIED
         elif any(r.outcome in (Outcome.PASS, Outcome.XPASS) for r in items):
             outcome = Outcome.PASS
         elif any(r.outcome is Outcome.SKIPPED for r in items):

@@ -162,6 +162,38 @@ def test_the_verdict_names_what_was_reached() -> None:
     )
 
 
+def test_a_not_verified_must_is_named_in_the_verdict_and_fails_only_when_strict() -> None:
+    """Not verified: the rule applies, its evidence could not be observed. Never a pass (it wins over
+    another check's pass), never a failure without strict, named in the verdict line either way."""
+    results = [
+        outcome("a.one", ["CORE-A-001"], Outcome.PASS),
+        outcome("a.storage", ["CORE-A-001"], Outcome.NOT_VERIFIED),
+        outcome("a.two", ["CORE-B-001"], Outcome.NOT_VERIFIED),  # a SHOULD
+    ]
+    claim = Claim("core", "1.0.0", "configuration")
+    advertised = ["fork", "effective-transcript", "lineage", "idempotency"]
+    scope = Scope(claim, CATALOGUE)
+    verdicts = {v.id: v.outcome for v in requirement_verdicts(results, CATALOGUE, {}, scope)}
+    assert verdicts == {"CORE-A-001": Outcome.NOT_VERIFIED, "CORE-B-001": Outcome.NOT_VERIFIED}
+    core = judge(claim, results, advertised)[0]
+    assert (core.status, core.failed_requirements, core.not_verified_requirements) == ("reached", [], ["CORE-A-001"])
+    assert summary_text("conformant", claim, [core], []) == "conformant: core 1.0.0; 1 MUST not verified: CORE-A-001"
+    strict = judge(claim, results, advertised, strict=True)[0]
+    assert strict.status == "not reached" and strict.failed_requirements == []
+    assert strict.not_verified_requirements == ["CORE-A-001", "CORE-B-001"]
+    assert summary_text("not-conformant", claim, [strict], []) == (
+        "not conformant to core 1.0.0: no profile reached; core not reached: CORE-A-001, CORE-B-001 not verified"
+    )
+
+
+def test_a_skip_after_a_pass_is_still_a_pass_and_not_verified_is_not() -> None:
+    scope = Scope(Claim("core", "1.0.0", "configuration"), CATALOGUE)
+    skipped = [outcome("a.one", ["CORE-A-001"], Outcome.PASS), outcome("a.wait", ["CORE-A-001"], Outcome.SKIPPED)]
+    assert requirement_verdicts(skipped, CATALOGUE, {}, scope)[0].outcome is Outcome.PASS
+    failed = [outcome("a.one", ["CORE-A-001"], Outcome.FAIL, ["CORE-A-001"]), outcome("a.x", ["CORE-A-001"], Outcome.NOT_VERIFIED)]
+    assert requirement_verdicts(failed, CATALOGUE, {}, scope)[0].outcome is Outcome.FAIL
+
+
 # ---------------------------------------------------------------------------------------- a server without writer-lease
 
 

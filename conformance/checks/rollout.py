@@ -9,7 +9,7 @@ from typing import Any
 
 import spec
 from conformance.context import CheckContext
-from conformance.errors import CheckFailed, Unsupported
+from conformance.errors import CheckFailed, NotVerified, Unsupported
 from conformance.registry import check
 
 _DEPRECATION = re.compile(r"^@(-?[0-9]{1,15})$")
@@ -191,7 +191,7 @@ def replay_history_rebuilds(ctx: CheckContext) -> None:
 )
 def replay_history_cost_by_depth(ctx: CheckContext) -> None:
     if not ctx.has("diagnostics.query-count"):
-        raise Unsupported("the rule binds servers that count round trips (diagnostics.query-count); this one does not")
+        raise NotVerified("the round trips it compares are shown only by diagnostics.query-count, which this server does not advertise")
     maximum = ctx.limits["max_lineage_depth"] if ctx.has("fork") else 0  # a legacy server: depth 0 only
     ids = ctx.chain(maximum, records_per_turn=1)
     with_replay, without = {}, {}

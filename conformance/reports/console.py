@@ -25,6 +25,7 @@ STYLES = {
     Outcome.FAIL: "bold red",
     Outcome.OUT_OF_SCOPE: "dim",
     Outcome.SKIPPED: "yellow",
+    Outcome.NOT_VERIFIED: "yellow",
     Outcome.XFAIL: "yellow",
     Outcome.XPASS: "magenta",
     Outcome.ERROR: "bold red",

@@ -33,7 +33,7 @@ summary { cursor: pointer; } code { font-size: .95em; }
 .conformant { background: #e3f5e1; } .not-conformant { background: #fde2e1; } .incomplete { background: #fff4d6; }
 .o { display: inline-block; min-width: 7.5em; font-weight: 600; }
 .pass { color: #17663a; } .fail, .error { color: #b3261e; } .unexpected-pass { color: #8a2be2; }
-.expected-failure, .skipped { color: #8a6d00; } .out-of-scope { color: #777; } .muted { color: #666; }
+.expected-failure, .skipped, .not-verified { color: #8a6d00; } .out-of-scope { color: #777; } .muted { color: #666; }
 """
 
 

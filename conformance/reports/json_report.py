@@ -14,11 +14,15 @@ from conformance.curl import describe_response
 from conformance.results import CheckResult, RunResult
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "report.schema.json"
+# The report format's version (the schema's `format_version`): a minor version only adds members and
+# enumeration values (1.1.0: the outcome `not-verified`); a report without one is 1.0.0.
+FORMAT_VERSION = "1.1.0"
 
 
 def report_document(result: RunResult) -> dict[str, Any]:
     """The report as plain JSON data, matching `SCHEMA_PATH`."""
     return {
+        "format_version": FORMAT_VERSION,
         "suite_version": result.suite_version,
         "spec_version": result.spec_version,
         "target": result.target,
@@ -41,6 +45,7 @@ def report_document(result: RunResult) -> dict[str, Any]:
                 "missing_capabilities": list(profile.missing_capabilities),
                 "failed_requirements": list(profile.failed_requirements),
                 "undetermined_requirements": list(profile.undetermined_requirements),
+                "not_verified_requirements": list(profile.not_verified_requirements),
                 "requirements": profile.requirements,
             }
             for profile in result.profiles

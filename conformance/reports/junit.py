@@ -1,7 +1,7 @@
 """JUnit XML, the format every CI system can display: one test suite per spec chapter.
 
-Expected failures, out-of-scope checks and checks not verifiable in this run are reported as
-skipped (they must not turn the CI job red), and an unexpected pass is a passing test case that
+Expected failures, out-of-scope checks, checks not verifiable in this run and checks whose rule
+could not be verified ("not verified: ...") are reported as skipped (they must not turn the CI job red), and an unexpected pass is a passing test case that
 says so, because the verdict, not the XML, decides the exit code. Deployment-only requirements
 form one more suite of skipped cases, "not verifiable by the suite".
 """
@@ -85,7 +85,7 @@ def _totals(checks: list[CheckResult], name: str) -> dict[str, str]:
         "tests": str(len(checks)),
         "failures": count(Outcome.FAIL),
         "errors": count(Outcome.ERROR),
-        "skipped": count(Outcome.SKIPPED, Outcome.XFAIL, Outcome.OUT_OF_SCOPE),
+        "skipped": count(Outcome.SKIPPED, Outcome.NOT_VERIFIED, Outcome.XFAIL, Outcome.OUT_OF_SCOPE),
         "time": _seconds(sum(check.duration_ms for check in checks) / 1000),
     }
 
@@ -108,6 +108,8 @@ def _testcase(check: CheckResult) -> ET.Element:
         error.text = _details(check)
     elif check.outcome is Outcome.SKIPPED:
         ET.SubElement(case, "skipped", message=printable(check.reason or "not verifiable in this run"))
+    elif check.outcome is Outcome.NOT_VERIFIED:
+        ET.SubElement(case, "skipped", message=printable(f"not verified: {check.reason or 'its evidence could not be observed'}"))
     elif check.outcome is Outcome.OUT_OF_SCOPE:
         ET.SubElement(case, "skipped", message=printable(f"out of scope: {check.reason or 'outside the claimed profile'}"))
     elif check.outcome is Outcome.XFAIL:

@@ -21,6 +21,7 @@ COLUMNS = (
     Outcome.FAIL,
     Outcome.OUT_OF_SCOPE,
     Outcome.SKIPPED,
+    Outcome.NOT_VERIFIED,
     Outcome.XFAIL,
     Outcome.XPASS,
     Outcome.ERROR,
@@ -30,6 +31,7 @@ LABELS = {
     Outcome.FAIL: "fail",
     Outcome.OUT_OF_SCOPE: "out of scope",
     Outcome.SKIPPED: "skipped",
+    Outcome.NOT_VERIFIED: "not verified",
     Outcome.XFAIL: "expected failure",
     Outcome.XPASS: "unexpected pass",
     Outcome.ERROR: "error",
@@ -83,7 +85,11 @@ def render_markdown(result: RunResult) -> str:
             for v in unexpected_requirements
         ]
         blocks.append("\n".join(lines))
-    for outcome, title in ((Outcome.SKIPPED, "Not verifiable in this run"), (Outcome.OUT_OF_SCOPE, "Out of scope")):
+    for outcome, title in (
+        (Outcome.NOT_VERIFIED, "Not verified (the rule applies; its evidence could not be observed)"),
+        (Outcome.SKIPPED, "Not verifiable in this run"),
+        (Outcome.OUT_OF_SCOPE, "Out of scope"),
+    ):
         listed = [c for c in result.checks if c.outcome is outcome]
         if listed:
             blocks.append(f"### {title} ({len(listed)})")
@@ -171,22 +177,31 @@ def _escape_url(url: str) -> str:
     return printable(url).replace(" ", "%20").replace("(", "%28").replace(")", "%29")
 
 
+def _columns(result: RunResult) -> list[Outcome]:
+    """Every outcome column; "not verified" only when a check or requirement ended so."""
+    shown = any(c.outcome is Outcome.NOT_VERIFIED for c in result.checks) or any(
+        v.outcome is Outcome.NOT_VERIFIED for v in result.requirements
+    )
+    return [o for o in COLUMNS if shown or o is not Outcome.NOT_VERIFIED]
+
+
 def _counts_table(result: RunResult) -> str:
     checks = result.counts()
     requirements = result.requirement_counts()
     rows = ["| outcome | checks | requirements |", "| --- | ---: | ---: |"]
-    rows += [f"| {LABELS[o]} | {checks[o.value]} | {requirements[o.value]} |" for o in COLUMNS]
+    rows += [f"| {LABELS[o]} | {checks[o.value]} | {requirements[o.value]} |" for o in _columns(result)]
     rows.append(f"| **total** | **{len(result.checks)}** | **{len(result.requirements)}** |")
     return "\n".join(rows)
 
 
 def _chapter_table(result: RunResult) -> str:
+    columns = _columns(result)
     rows = [
-        "| chapter | " + " | ".join(LABELS[o] for o in COLUMNS) + " |",
-        "| --- |" + " ---: |" * len(COLUMNS),
+        "| chapter | " + " | ".join(LABELS[o] for o in columns) + " |",
+        "| --- |" + " ---: |" * len(columns),
     ]
     for chapter, counts in chapter_counts(result).items():
-        rows.append(f"| {_escape(chapter)} | " + " | ".join(str(counts[o]) for o in COLUMNS) + " |")
+        rows.append(f"| {_escape(chapter)} | " + " | ".join(str(counts[o]) for o in columns) + " |")
     return "\n".join(rows)
 
 
