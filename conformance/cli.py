@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--skip-preflight",
         metavar="NAME[,NAME]",
-        help="preflight items not to run: reachable, capabilities, tokens, principals, replicas, reports, expected-failures",
+        help="preflight items not to run: reachable, capabilities, tokens, principals, roles, replicas, reports, expected-failures",
     )
     check.add_argument(
         "--keep", action="store_true", default=None,
@@ -118,6 +118,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.list:
         return _list_checks(all_checks())
 
+    from conformance.cleanup import verify_by_listing
     from conformance.preflight import run_preflight
     from conformance.progress import ProgressDisplay
     from conformance.reports import make_console, render_console, render_preflight
@@ -155,7 +156,7 @@ def _check(args: argparse.Namespace) -> int:
             f"seed {config.seed}  ids {config.id_prefix}*  {len(selected)} checks  depth {config.depth}",
             highlight=False,
         )
-        preflight = run_preflight(config, [(what, path) for what, path, _ in reports], [c.name for c in checks])
+        preflight = run_preflight(config, [(what, path) for what, path, _ in reports], [c.name for c in checks], selected)
         render_preflight(preflight.items, console)
         if not preflight.ok:
             return EXIT_USAGE
@@ -169,6 +170,9 @@ def _check(args: argparse.Namespace) -> int:
                 created=preflight.created,
                 expected=preflight.expected,
             )
+        result.cleanup = verify_by_listing(
+            result.cleanup, config.target, config.tokens, (result.capabilities or {}).get("capabilities", []), config.timeout
+        )
     render_console(result, console)
     for what, path, writer in reports:
         try:

@@ -20,7 +20,7 @@ from conformance.config import Config, ConfigError, ExpectedFailure, load_expect
 from conformance.profiles import Claim, resolve_claim
 from conformance.results import PreflightItem
 
-ITEM_NAMES = ("reachable", "capabilities", "tokens", "principals", "replicas", "reports", "expected-failures")
+ITEM_NAMES = ("reachable", "capabilities", "tokens", "principals", "roles", "replicas", "reports", "expected-failures")
 REPLICA_ATTEMPTS = 3  # a replica may take a moment to see a write made through another
 REPLICA_WAIT_S = 0.2
 
@@ -50,15 +50,18 @@ def run_preflight(
     config: Config,
     report_paths: Sequence[tuple[str, str]] = (),
     check_names: Sequence[str] = (),
+    selected: Sequence[Any] | None = None,
 ) -> Preflight:
     """Run every preflight item not skipped by `config.skip_preflight`.
 
     `report_paths` are (what, path) pairs such as ("JSON report", "out/report.json");
-    `check_names` are the suite's checks, which an expected-failures file may name.
+    `check_names` are the suite's checks, which an expected-failures file may name; `selected`
+    are the checks that will run (registry.Check), whose principals the `roles` item counts.
     """
     state = Preflight()
     with httpx.Client(timeout=config.timeout) as http:
         probe = _Probe(config, http, state)
+        probe.selected = selected
         for name in ITEM_NAMES:
             if name in config.skip_preflight:
                 state.items.append(PreflightItem(name, "skipped", "skipped (--skip-preflight)"))
@@ -89,6 +92,7 @@ class _Probe:
         self.response: httpx.Response | None = None
         self.authenticated: list[int] = []  # indexes of tokens that authenticate
         self.session: str | None = None  # a session of principal 1, for the replica item
+        self.selected: Sequence[Any] | None = None
 
     # ------------------------------------------------------------------------------ plumbing
     def blocked(self, name: str) -> str | None:
@@ -242,6 +246,15 @@ class _Probe:
         if problems:
             raise _Failed("; ".join(problems))
         return f"{len(self.authenticated)} distinct"
+
+    def roles(self, **_: Any) -> str:
+        """The tokens cover every role the selected checks need, and /me shows the project layout."""
+        from conformance.preflight_roles import check_roles
+
+        try:
+            return check_roles(self, self.selected)
+        except ValueError as exc:
+            raise _Failed(str(exc)) from None
 
     def replicas(self, **_: Any) -> str:
         """A session created through the target is readable through every replica."""

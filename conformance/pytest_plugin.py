@@ -10,6 +10,7 @@ failures are xfailed, and failures show the violated requirement IDs and a repro
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -63,11 +64,11 @@ class ConformanceItem(pytest.Item):
             pytest.skip(f"out of scope: {result.reason}")
         if result.outcome is Outcome.SKIPPED:
             pytest.skip(result.reason or "not verifiable in this run")
-        if result.outcome is Outcome.XFAIL:
         if result.outcome is Outcome.NOT_VERIFIED:  # never a pass; a failure only with strict
             if state["config"].strict:
                 pytest.fail(f"not verified: {result.reason}", pytrace=False)
             pytest.skip(f"not verified: {result.reason}")
+        if result.outcome is Outcome.XFAIL:
             pytest.xfail(result.reason or "expected failure")
         if result.outcome is Outcome.XPASS and state["config"].strict:
             pytest.fail(
@@ -122,12 +123,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from conformance.runner import Target
 
     suite = state["config"]
-    preflight = run_preflight(suite, (), [check.name for check in all_checks()])
+    preflight = run_preflight(suite, (), [check.name for check in all_checks()], select(all_checks(), suite.select))
     if not preflight.ok:
         lines = [f"{item.name}: {item.message}" for item in preflight.failures]
         raise pytest.UsageError("session-lineage preflight failed, no check ran:\n  " + "\n  ".join(lines))
     target = Target(suite, preflight.capabilities, preflight.expected)
-    target.created.add(preflight.created)
+    for session in preflight.created:  # `<prefix>preflight-p<N>` was made by principal N
+        made_by = re.search(r"preflight-p(\d+)$", session)
+        target.created.add([session], f"principal-{made_by.group(1)}" if made_by else "principal-1")
     state["stack"].callback(target.close)
     state["target"] = target
 
@@ -159,5 +162,13 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     state = terminalreporter.config.stash.get(_STATE, None)
     target = state.get("target") if state else None
     if target is not None:
-        note = target.created.finish(state["config"].keep).note
-        terminalreporter.write_line(f"session-lineage: claim {target.claim}; {note}")
+        state["cleanup"] = cleanup = _cleanup(target, state["config"])
+        terminalreporter.write_line(f"session-lineage: claim {target.claim}; {cleanup.note}")
+
+
+def _cleanup(target: Any, suite: Any) -> Any:
+    """Purge what the run created, as `check` does, and verify it by listing."""
+    from conformance.cleanup import verify_by_listing
+
+    cleanup = target.cleanup()
+    return verify_by_listing(cleanup, suite.target, suite.tokens, target.advertised(), suite.timeout)

@@ -13,7 +13,7 @@ from conformance.cli import main
 from conformance.embedded import serve_app
 from reference_impl.http import create_app
 from reference_impl.settings import Settings
-from tests.servers import TOKENS
+from tests.servers import PROJECTS, TOKENS
 
 CHECKS = ["fork.", "authorization.grants", "transcript."]
 
@@ -26,7 +26,7 @@ def _no_outside_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str, disabled: tuple[str, ...] = ()) -> tuple[dict, int]:
     database = tmp_path / "a.db"
-    settings = Settings(database_url=f"sqlite:///{database}", tokens=TOKENS, disabled_capabilities=disabled)
+    settings = Settings(database_url=f"sqlite:///{database}", tokens=TOKENS, projects=PROJECTS, disabled_capabilities=disabled)
     report = tmp_path / "report.json"
     with serve_app(create_app(settings)) as running:
         tokens = [arg for token in TOKENS for arg in ("--token", token)]

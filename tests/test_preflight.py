@@ -37,6 +37,8 @@ def server(tmp_path: Path):
 def check(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[int, str]:
     """Run `check` with a JSON report requested; preflight must leave no report behind."""
     report = tmp_path / "out" / "report.json"
+    if "--select" not in args:  # two principals: a selection that needs no more (the `roles` tests say otherwise)
+        args = (*args, "--select", "fork")
     code = main(["check", "--quiet", "--report-json", str(report), *args])
     err = capsys.readouterr().err
     if code == 2:
@@ -61,7 +63,7 @@ def test_a_correct_set_up_passes_every_item(server, tmp_path, capsys) -> None:
     assert code == 0, err
     first = next(line for line in err.splitlines() if line.startswith("preflight"))
     assert first.startswith("preflight ok: reachable (answers), capabilities (spec ")
-    assert "tokens (2 accepted), principals (2 distinct), replicas (none), reports (1 writable)" in first
+    assert "tokens (2 accepted), principals (2 distinct), roles (1 needed (owner), 2 given; projects: 1 in default), replicas (none), reports (1 writable)" in first
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert [item["name"] for item in report["preflight"]] == list(ITEM_NAMES)
     # the session preflight created to tell the principals apart is purged with the rest
@@ -207,3 +209,71 @@ def _config(tmp_path: Path, replica: str) -> Path:
     path = tmp_path / "suite.yaml"
     path.write_text(f"replicas: [{replica}]\n")
     return path
+
+
+# ---------------------------------------------------------------- roles: principals and projects
+FIVE = {"r-alice": "alice", "r-bob": "bob", "r-carol": "carol", "r-dave": "dave", "r-erin": "erin"}
+FIVE_TOKENS = [arg for token in FIVE for arg in ("--token", token)]
+
+
+def test_roles_needed_are_read_from_the_checks() -> None:
+    from conformance.registry import all_checks, select
+    from conformance.roles_needed import roles_needed
+
+    assert list(roles_needed(all_checks())) == ["owner", "stranger", "reader", "writer", "outsider"]
+    assert "authorization.grants" in roles_needed(all_checks())["outsider"]
+    # revert asks for a reader only `if ... len(ctx.clients) >= 3`: optional, not needed
+    assert list(roles_needed(select(all_checks(), ("revert",)))) == ["owner", "stranger"]
+    assert list(roles_needed(select(all_checks(), ("capabilities.discovery_document",)))) == ["owner"]
+
+
+def test_two_tokens_for_the_whole_suite_exit_2_naming_the_missing_roles(server, tmp_path, capsys) -> None:
+    import time
+
+    started = time.monotonic()
+    code, err = check(capsys, tmp_path, "--target", server.url, *GOOD, "--select", "")
+    assert code == 2 and time.monotonic() - started < 15
+    message = failed_items(err)["roles"]
+    assert list(failed_items(err)) == ["roles"]
+    assert message.startswith(
+        "the selected checks need 5 principals (owner, stranger, reader, writer, outsider); the configuration "
+        "gives 2 (owner, stranger): missing reader, writer and outsider"
+    )
+    assert "--token" in message and "SESSION_LINEAGE_TOKENS=owner=A,stranger=B" in message
+
+
+def test_a_selection_needs_only_its_own_roles(server, tmp_path, capsys) -> None:
+    code, err = check(capsys, tmp_path, "--target", server.url, *GOOD, "--select", "authorization.soft_delete")
+    assert code == 2
+    message = failed_items(err)["roles"]
+    assert message.startswith("the selected checks need 2 principals (owner, reader); the configuration gives 2 (owner, stranger): missing reader (e.g. authorization.soft_delete needs reader)"), message
+
+
+def test_five_principals_in_one_project_exit_2_naming_the_layout(tmp_path, capsys) -> None:
+    with serve_app(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'one.db'}", tokens=FIVE))) as running:
+        code, err = check(capsys, tmp_path, "--target", running.url, *FIVE_TOKENS, "--select", "authorization.grants")
+    assert code == 2
+    assert list(failed_items(err)) == ["roles"]
+    assert failed_items(err)["roles"].startswith(
+        "the project layout is wrong: owner, stranger, reader and writer must share a project and the outsider "
+        "must be in another; GET /me shows owner alice@default, reader carol@default, "
+        "writer dave@default, outsider erin@default (outsider misplaced)"
+    )
+
+
+def test_five_principals_with_the_outsider_elsewhere_pass(tmp_path, capsys) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'two.db'}", tokens=FIVE, projects={"erin": "globex"})
+    with serve_app(create_app(settings)) as running:
+        code, err = check(capsys, tmp_path, "--target", running.url, *FIVE_TOKENS, "--select", "capabilities.discovery_document")
+    assert code == 0, err
+    assert "roles (1 needed (owner), 5 given; projects: 1 in default)" in err
+
+
+def test_without_sharing_the_layout_is_not_checked_and_says_so(tmp_path, capsys) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'bare.db'}", tokens=TOKENS, disabled_capabilities=("sharing", "attachments")
+    )
+    with serve_app(create_app(settings)) as running:
+        code, err = check(capsys, tmp_path, "--target", running.url, *GOOD, "--profile", "core", "--select", "fork.idempotent_retry")
+    assert code == 0, err
+    assert "project layout not checked: the target does not advertise `sharing` (no GET /me)" in err
