@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -13,7 +15,8 @@ from conformance.cli import main
 from conformance.embedded import serve_app
 from reference_impl.http import create_app
 from reference_impl.settings import Settings
-from tests.servers import PROJECTS, TOKENS
+from conformance.results import Exchange
+from tests.servers import PROJECTS, TOKENS, start_server, write_tokens
 
 CHECKS = ["fork.", "authorization.grants", "transcript."]
 
@@ -24,20 +27,28 @@ def _no_outside_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(f"SESSION_LINEAGE_{name}", raising=False)
 
 
-def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str, disabled: tuple[str, ...] = ()) -> tuple[dict, int]:
-    database = tmp_path / "a.db"
-    settings = Settings(database_url=f"sqlite:///{database}", tokens=TOKENS, projects=PROJECTS, disabled_capabilities=disabled)
-    report = tmp_path / "report.json"
-    with serve_app(create_app(settings)) as running:
-        tokens = [arg for token in TOKENS for arg in ("--token", token)]
-        select = [arg for name in CHECKS for arg in ("--select", name)]
-        code = main(["check", "--quiet", "--target", running.url, *tokens, *select, "--report-json", str(report), *extra])
-    capsys.readouterr()
+def _stored(database: Path) -> int:
     engine = sa.create_engine(f"sqlite:///{database}")
     with engine.connect() as connection:
         remaining = connection.execute(sa.text("SELECT count(*) FROM sessions")).scalar_one()
     engine.dispose()
-    return json.loads(report.read_text()), remaining
+    return int(remaining)
+
+
+def _run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str, disabled: tuple[str, ...] = (),
+    checks: list[str] = CHECKS, wrap: Callable[[Any], Any] | None = None,
+) -> tuple[dict, int]:
+    database = tmp_path / "a.db"
+    settings = Settings(database_url=f"sqlite:///{database}", tokens=TOKENS, projects=PROJECTS, disabled_capabilities=disabled)
+    report = tmp_path / "report.json"
+    app = create_app(settings)
+    with serve_app(wrap(app) if wrap else app) as running:
+        tokens = [arg for token in TOKENS for arg in ("--token", token)]
+        select = [arg for name in checks for arg in ("--select", name)]
+        main(["check", "--quiet", "--target", running.url, *tokens, *select, "--report-json", str(report), *extra])
+    capsys.readouterr()
+    return json.loads(report.read_text()), _stored(database)
 
 
 def test_a_run_purges_everything_it_created(tmp_path, capsys) -> None:
@@ -83,3 +94,81 @@ def test_parents_wait_for_their_children() -> None:
     cleanup = created.finish(False, purge, workers=1)
     assert sorted(cleanup.removed) == ["p-child", "p-grandchild", "p-root"] and cleanup.left_behind == []
     assert calls[0] == ("p-grandchild", "principal-1") and ("p-child", "principal-2") in calls
+
+
+def test_a_legacy_import_run_leaves_nothing_behind(tmp_path, capsys) -> None:
+    """Imports create sessions (and their fork parents) with ids the server chooses: tracked, purged, verified."""
+    report, remaining = _run(tmp_path, capsys, checks=["legacy_import"])
+    cleanup = report["cleanup"]
+    server_chosen = [sid for sid in cleanup["removed"] if not sid.startswith(cleanup["prefix"])]
+    assert len(server_chosen) >= 10, cleanup  # the imported sessions
+    assert cleanup["left_behind"] == [] and cleanup["note"].endswith("verified by listing as 5 principals: none left")
+    assert remaining == 0, f"{remaining} sessions are still stored after the run"
+
+
+def test_a_purge_that_lies_is_caught_by_the_listing(tmp_path, capsys) -> None:
+    """A target whose purge answers 204 and keeps the session: the listing finds every one, with its id."""
+
+    def lying(app: Any) -> Any:
+        async def wrapped(scope, receive, send):
+            if scope["type"] == "http" and scope["method"] == "POST" and scope["path"].endswith("/purge"):
+                await send({"type": "http.response.start", "status": 204, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            await app(scope, receive, send)
+
+        return wrapped
+
+    report, remaining = _run(tmp_path, capsys, checks=["fork.idempotent_retry"], wrap=lying)
+    cleanup = report["cleanup"]
+    assert remaining > 0 and len(cleanup["left_behind"]) == remaining, (remaining, cleanup)
+    assert f"{remaining} left behind (verified by listing as 5 principals; seen by principal-1" in cleanup["note"]
+    assert cleanup["left_behind"][0] in cleanup["note"]
+
+
+def _exchange(url: str, status: int, body: dict, principal: str = "principal-1") -> Exchange:
+    return Exchange("POST", url, {}, None, status, {}, json.dumps(body).encode(), principal)
+
+
+def test_every_way_a_session_comes_to_exist_is_recorded() -> None:
+    created = CreatedSessions("p-")
+    created.scan([
+        _exchange("http://h/imports", 201, {"session_id": "child", "parent_session_id": "parent"}),
+        _exchange("http://h/imports", 200, {"session_id": "again", "parent_session_id": None}),
+        _exchange("http://h/sessions/p-a/fork", 200, {"session": {"session_id": "replayed-child"}}),
+        _exchange("http://h/sessions", 201, {"session_id": "p-same"}, "principal-1"),
+        _exchange("http://h/sessions", 201, {"session_id": "p-same"}, "principal-5"),
+        _exchange("http://h/sessions", 200, {"session_id": "p-not-created"}),
+    ])
+    assert created.ids == ["parent", "child", "again", "replayed-child", "p-same"]
+    assert ("p-same", "principal-5") in created.pairs and ("p-same", "principal-1") in created.pairs
+    purged: list[tuple[str, str | None]] = []
+    cleanup = created.finish(False, lambda sid, who: purged.append((sid, who)) or 204, workers=1)
+    assert ("p-same", "principal-5") in purged and cleanup.left_behind == []
+
+
+def test_a_plugin_run_purges_and_verifies(tmp_path) -> None:
+    from tests.test_pytest_plugin import run_pytest
+
+    database = tmp_path / "plugin.db"
+    process = start_server(f"sqlite:///{database}", write_tokens(tmp_path))
+    try:
+        tokens = [arg for token in TOKENS for arg in ("--sl-token", token)]
+        done = run_pytest(
+            tmp_path, "--sl-target", process.url, *tokens, "--sl-select", "fork.idempotent_retry",
+            "--sl-select", "legacy_import.forked_pair", "--sl-select", "authorization.projects_and_ids",
+        )
+        remaining = _stored(database)
+    finally:
+        process.kill()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "verified by listing as 5 principals: none left" in done.stdout, done.stdout
+    assert remaining == 0, f"{remaining} sessions are still stored after the plugin run"
+
+
+@pytest.mark.deep
+def test_a_full_run_leaves_nothing_behind(tmp_path, capsys) -> None:
+    report, remaining = _run(tmp_path, capsys, checks=[])
+    cleanup = report["cleanup"]
+    assert report["summary"]["checks"] > 150 and cleanup["left_behind"] == []
+    assert remaining == 0, f"{remaining} sessions are still stored after the full run"
