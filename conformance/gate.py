@@ -15,6 +15,10 @@ Rules (stated in the top-level README, "Release regression gate"):
   the candidate's run could not observe its evidence: a diagnostics header gone, a timing margin
   not established). Listed apart; fails the gate (exit 1) only with `strict`.
 - **Improvement**: present in both, does not pass in the baseline, passes in the candidate.
+- **Not compared**: a requirement is compared only when every check that cites it (in either
+  report, and in this suite's catalogue when a run was narrowed by `--select`) ran in both runs,
+  whatever its outcome; otherwise it was judged on part of its evidence in one run, and is listed
+  with the checks that did not run. Never a failure.
 - **Added** / **removed**: in one report only (a newer catalogue, or a narrower `--select`); reported,
   never a failure, because the target did not get worse at something it was asked to do.
 - **Versions**: a change of `spec_version`, suite version or claimed profile/version is reported;
@@ -63,6 +67,8 @@ class Report:
     verdict: str
     summary: str
     requirements: dict[str, Entry]
+    checks: dict[str, tuple[str, ...]] | None = None  # check name -> the requirements it cites; None: not listed
+    partial: bool = False  # the run was narrowed by --select
 
 
 @dataclass
@@ -84,6 +90,7 @@ class Comparison:
     removed: list[Change] = field(default_factory=list)
     version_changes: list[str] = field(default_factory=list)
     version_failure: str | None = None
+    not_compared: list[Change] = field(default_factory=list)  # `title` holds the reason
     evidence_lost: list[Change] = field(default_factory=list)  # pass -> not verified
     strict: bool = False  # evidence lost fails the gate too
 
@@ -123,6 +130,14 @@ def load_report(path: str | Path) -> Report:
             level=str(item.get("level") or ""),
             title=str(item.get("title") or ""),
         )
+    checks: dict[str, tuple[str, ...]] | None = None
+    if isinstance(data.get("checks"), list):
+        checks = {}
+        for item in data["checks"]:
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                cited = item.get("requirements") if isinstance(item.get("requirements"), list) else []
+                checks[item["name"]] = tuple(str(rid) for rid in cited)
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
     claim = data.get("claim")
     claim_text = None
     if isinstance(claim, dict) and claim.get("profile"):
@@ -135,6 +150,8 @@ def load_report(path: str | Path) -> Report:
         verdict=str(data.get("verdict") or "?"),
         summary=str(data.get("summary_text") or ""),
         requirements=entries,
+        checks=checks,
+        partial=bool(config.get("select")),
     )
 
 
@@ -151,6 +168,10 @@ def compare(baseline: Report, candidate: Report, require_version: str | None = N
         new = candidate.requirements.get(rid)
         if new is None:
             result.removed.append(Change(rid, old.outcome, None, old.level, old.title))
+            continue
+        unjudged = _not_selected(rid, baseline, candidate)
+        if unjudged:
+            result.not_compared.append(Change(rid, old.outcome, new.outcome, new.level or old.level, unjudged))
             continue
         was, now = old.outcome in PASSING, new.outcome in PASSING
         if was and new.outcome == NOT_VERIFIED:
@@ -180,6 +201,29 @@ def compare(baseline: Report, candidate: Report, require_version: str | None = N
     return result
 
 
+def _catalogue_citing(rid: str) -> set[str]:
+    """This suite's checks that cite a requirement (used when a run was narrowed)."""
+    from conformance.registry import all_checks
+
+    return {item.name for item in all_checks() if rid in item.requirements}
+
+
+def _not_selected(rid: str, baseline: Report, candidate: Report) -> str:
+    """Why a requirement cannot be compared (empty when it can): a check citing it did not run in both."""
+    if baseline.checks is None or candidate.checks is None:
+        return ""  # a report without its checks: compare as reported
+    citing = {name for report in (baseline, candidate) for name, cited in (report.checks or {}).items() if rid in cited}
+    if baseline.partial or candidate.partial:
+        citing |= _catalogue_citing(rid)
+    reasons = []
+    for what, report in (("baseline", baseline), ("candidate", candidate)):
+        absent = sorted(citing - set(report.checks or {}))
+        if absent:
+            shown = ", ".join(absent[:3]) + (f" and {len(absent) - 3} more" if len(absent) > 3 else "")
+            reasons.append(f"{shown} not selected in the {what}")
+    return "; ".join(reasons)
+
+
 def _escape(text: str) -> str:
     return _MARKDOWN_SPECIALS.sub(r"\\\1", text.replace("\r", " ").replace("\n", " "))
 
@@ -205,7 +249,7 @@ def render_markdown(result: Comparison) -> str:
         f"spec {_escape(result.candidate.spec_version)}, {_escape(result.candidate.verdict)})  ",
         f"{len(result.regressions)} regressions · {len(result.evidence_lost)} evidence lost"
         f"{' (fails with strict)' if result.strict and result.evidence_lost else ''} · {len(result.improvements)} improvements · "
-        f"{len(result.added)} added · {len(result.removed)} removed",
+        f"{len(result.added)} added · {len(result.removed)} removed · {len(result.not_compared)} not compared",
     ]
     if result.version_failure:
         lines += ["", f"**Version:** {_escape(result.version_failure)}"]
@@ -221,6 +265,15 @@ def render_markdown(result: Comparison) -> str:
     for title, changes in sections:
         if changes:
             lines += ["", f"### {title}", ""] + _table(changes)
+    if result.not_compared:
+        lines += [
+            "", "### Not compared (a check citing it did not run in both runs)", "",
+            "| requirement | baseline | candidate | why |", "| --- | --- | --- | --- |",
+        ]
+        for change in sorted(result.not_compared, key=lambda c: c.id):
+            lines.append(
+                f"| {_escape(change.id)} | {_escape(change.before or '-')} | {_escape(change.after or '-')} | {_escape(change.title)} |"
+            )
     return "\n".join(lines) + "\n"
 
 

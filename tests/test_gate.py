@@ -127,3 +127,55 @@ def test_real_reports_of_the_embedded_server_compare_clean(tmp_path: Path) -> No
     report = tmp_path / "r.json"
     assert main(["check", "--embedded", "--quiet", "--select", "capabilities", "--report-json", str(report)]) in (0, 1)
     assert main(["gate", "--baseline", str(report), "--candidate", str(report)]) == 0
+
+
+# ------------------------------------------------------------------ only what both runs selected
+def _with_checks(outcomes: dict[str, str], checks: dict[str, list[str]], select: list[str] | None = None) -> dict[str, Any]:
+    report = _report(outcomes)
+    report["checks"] = [{"name": name, "requirements": cited, "outcome": "pass"} for name, cited in checks.items()]
+    report["config"] = {"select": select or []}
+    return report
+
+
+def test_a_requirement_half_judged_by_a_narrower_run_is_not_compared(tmp_path: Path, capsys) -> None:
+    """FORK-IDEMPOTENT-MISMATCH-001 is cited by two checks; `--select FORK-IDEMPOTENT-001` ran only one."""
+    full = {"fork.idempotent_retry": ["X-IDEM-001"], "fork.key_lifetime": ["X-IDEM-001", "X-MISMATCH-001"],
+            "fork.key_reused_differently": ["X-MISMATCH-001"]}
+    old = _with_checks({"X-IDEM-001": "pass", "X-MISMATCH-001": "pass"}, full)
+    narrowed = {name: cited for name, cited in full.items() if "X-IDEM-001" in cited}
+    new = _with_checks({"X-IDEM-001": "pass", "X-MISMATCH-001": "skipped"}, narrowed, ["X-IDEM-001"])
+    assert _gate(tmp_path, old, new) == 0
+    out = capsys.readouterr().out
+    assert "0 regressions" in out and "1 not compared" in out
+    assert "| X-MISMATCH-001 | pass | skipped | fork.key\\_reused\\_differently not selected in the candidate |" in out
+
+
+def test_a_fully_selected_requirement_is_still_compared_in_a_narrower_run(tmp_path: Path, capsys) -> None:
+    full = {"a.one": ["X-A-001"], "a.two": ["X-B-001"]}
+    old = _with_checks({"X-A-001": "pass", "X-B-001": "pass"}, full)
+    new = _with_checks({"X-A-001": "fail"}, {"a.one": ["X-A-001"]}, ["a.one"])
+    assert _gate(tmp_path, old, new) == 1
+    out = capsys.readouterr().out
+    assert "1 regressions" in out and "| X-A-001 | MUST | pass | fail |" in out and "1 removed" in out
+
+
+def test_pass_to_skipped_in_two_full_runs_stays_a_regression(tmp_path: Path, capsys) -> None:
+    checks = {"a.one": ["X-A-001"], "a.two": ["X-A-001"]}
+    old = _with_checks({"X-A-001": "pass"}, checks)
+    new = _with_checks({"X-A-001": "skipped"}, checks)
+    assert _gate(tmp_path, old, new) == 1
+    assert "| X-A-001 | MUST | pass | skipped |" in capsys.readouterr().out
+
+
+def test_the_committed_old_reports_are_compared_check_by_check(tmp_path: Path, capsys) -> None:
+    """The reports kept in tests/reports (today's and older formats) carry their checks: a report
+    gated against a copy narrowed to one of its checks compares only what that check fully covers."""
+    kept = sorted((Path(__file__).parent / "reports").glob("report-format-*.json"))
+    assert kept
+    for path in kept:
+        data = json.loads(path.read_text())
+        first = data["checks"][0]
+        narrowed = dict(data, checks=[first], config=dict(data["config"], select=[first["name"]]))
+        assert main(["gate", "--baseline", str(path), "--candidate", _write(tmp_path, "narrow.json", narrowed)]) == 0
+        out = capsys.readouterr().out
+        assert "0 regressions" in out and "### Not compared" in out, out
