@@ -23,6 +23,7 @@ from reference_impl.services import build_services
 from reference_impl.settings import Limits, Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
+from reference_impl.store.export import Documents
 from reference_impl.store.rows import RecordRow, Segment
 
 TOKENS = {"exp-alice": "alice", "exp-bob": "bob"}
@@ -143,6 +144,11 @@ class LaggingRecords(Transaction):
     def records(self, segments: Any, limit: int) -> list[RecordRow]:
         rows = super().records(segments, limit)
         return [row for row in rows if not (row.record_index == max(r.record_index for r in rows if r.session_id == row.session_id))]
+
+    def record_documents(self, segments: Any, batch: int = 0) -> Documents:
+        rows = [row for rows in super().record_documents(segments, batch).batches() for row in rows]
+        newest = {ordinal: max(i for o, i, _ in rows if o == ordinal) for ordinal, _, _ in rows}
+        return Documents.of([row for row in rows if row[1] != newest[row[0]]])
 
 
 def test_a_lagging_records_store_answers_503_never_a_short_export(tmp_path) -> None:

@@ -6,7 +6,9 @@ ancestor, the last turn and record the session inherits from it, and the session
 the effective turn and record counts are known before anything else is read.
 
 - An export then reads every effective turn in one statement and every record in one more: three
-  round trips at any depth and length. A transcript over `max_export_records` records or turns is
+  round trips at any depth and length. The database writes each turn and record as its JSON
+  document (store/export.py); the export joins them, and over HTTP streams them as they are
+  fetched, so its memory does not grow with the transcript. A transcript over `max_export_records` records or turns is
   refused after the chain alone, before any record is read.
 - A turn by position finds the session holding effective turn p and its index there from the
   chain, then reads that turn (one statement) and its first records (one more, only the turn's
@@ -15,11 +17,15 @@ the effective turn and record counts are known before anything else is read.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from reference_impl import cursors, views
-from reference_impl.errors import ExportTooLarge, NotFound
+from reference_impl.errors import ExportTooLarge, NotFound, RecordsUnavailable
 from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService
 from reference_impl.segments import turn_ranges
@@ -67,17 +73,72 @@ def record_segments_of(chain: list[ChainLink]) -> list[Segment]:
     return bounded
 
 
+class ExportDocument:
+    """An export as JSON bytes, produced chunk by chunk: the document's head, the turns, the records.
+
+    The head (session id and both counts) is known from the chain alone; the turns and records are
+    the JSON documents the database built for them, joined as they are fetched. `close` ends the
+    read transaction if the chunks are not consumed to the end.
+    """
+
+    def __init__(self, parts: Iterator[bytes], close: Callable[[], None] = lambda: None) -> None:
+        self._parts = parts
+        self._close = close
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> ExportDocument:
+        """A document already in hand (for example one a test built)."""
+        return cls(iter([orjson.dumps(body)]))
+
+    def chunks(self) -> Iterator[bytes]:
+        try:
+            yield from self._parts
+        finally:
+            self._close()
+
+    def read(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def materialised(self) -> ExportDocument:
+        """The document with every chunk read now (the read transaction ends here)."""
+        return ExportDocument(iter([self.read()]))
+
+    def as_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = orjson.loads(self.read())
+        return document
+
+
+def _joined(rows: list[Any], first: bool) -> bytes:
+    text = ",".join(row[2] for row in rows)
+    return (text if first else "," + text).encode()
+
+
 class ExportService(ChapterService):
     chapter = "export"
     capabilities = ("transcript-export",)
+
+    # Rows fetched at a time when an export streams (a server-side cursor on PostgreSQL).
+    stream_batch = 500
 
     def advertised_limits(self) -> dict[str, Any]:
         return {"max_export_records": self.limits.max_export_records}
 
     def export(self, principal: str, session_id: str) -> dict[str, Any]:
         """The whole effective transcript: every effective turn and every record (3 statements)."""
+        return self._document(principal, session_id, stream=False).as_json()
+
+    def document(self, principal: str, session_id: str) -> ExportDocument:
+        """The export as a document whose chunks stream (3 statements, all sent before this returns):
+        the read transaction stays open until the chunks are consumed or closed. With records in a
+        second store the document is read whole first, so a lagging records store is a 503."""
+        return self._document(principal, session_id, stream=not self.store.split)
+
+    def _document(self, principal: str, session_id: str, stream: bool) -> ExportDocument:
         limit = self.limits.max_export_records
-        with self.store.read() as tx:
+        batch = self.stream_batch if stream else 0
+        stack = ExitStack()
+        try:
+            tx = stack.enter_context(self.store.read())
             chain = self.access.visible_chain(tx, principal, session_id)
             spans = spans_of(chain)
             segments = record_segments_of(chain)
@@ -89,16 +150,57 @@ class ExportService(ChapterService):
                     f"{turn_total} turns; an export returns at most {limit} of each (max_export_records): "
                     "read it page by page"
                 )
-            turns = tx.effective_turns([(span.session_id, span.first, span.last) for span in spans])
-            records = tx.records(segments, record_total) if record_total else []
-        TranscriptService._require_complete(records, segments, 0, record_total)
-        return {
-            "session_id": public_id(session_id),
-            "turn_count": len(turns),
-            "record_count": len(records),
-            "turns": [views.turn(turn) for turn in turns],
-            "records": [views.record(record) for record in records],
-        }
+            turns = tx.turn_documents([(span.session_id, span.first, span.last) for span in spans], batch) if spans else None
+            records = tx.record_documents(segments, batch) if record_total else None
+        except BaseException:
+            stack.close()
+            raise
+        head = b'{"session_id":%s,"turn_count":%d,"record_count":%d,"turns":[' % (
+            orjson.dumps(public_id(session_id)), turn_total, record_total,
+        )
+
+        def parts() -> Iterator[bytes]:
+            yield head
+            seen = 0
+            if turns is not None:
+                for rows in turns.batches():
+                    yield _joined(rows, seen == 0)
+                    seen += len(rows)
+            if seen != turn_total:  # the chain counted them in the same snapshot: only a purge race
+                raise RecordsUnavailable(f"session {session_id} lost effective turns while it was read")
+            yield b'],"records":['
+            expected = _expected(segments)
+            seen = 0
+            if records is not None:
+                for rows in records.batches():
+                    for ordinal, index, _ in rows:
+                        if next(expected, None) != (ordinal, index):
+                            raise _missing(segments, ordinal, index)
+                    yield _joined(rows, seen == 0)
+                    seen += len(rows)
+            if seen != record_total:
+                raise _missing(segments, None, None)
+            yield b"]}"
+
+        document = ExportDocument(parts(), stack.close)
+        return document if stream else document.materialised()
+
+
+def _expected(segments: list[Segment]) -> Iterator[tuple[int, int]]:
+    """(segment ordinal, record index) of every record an export of the segments holds, in order."""
+    for ordinal, segment in enumerate(segments):
+        assert segment.upto is not None
+        for index in range(segment.after + 1, segment.upto + 1):
+            yield ordinal, index
+
+
+def _missing(segments: list[Segment], ordinal: int | None, index: int | None) -> RecordsUnavailable:
+    """The 503 of an export whose records store lacks records within the transcript's bounds (with
+    two stores: replication lag, a write in flight); never a short transcript."""
+    where = "the records store disagrees"
+    if ordinal is not None and index is not None:
+        where = f"first out of place: {segments[ordinal].session_id} #{index}"
+    return RecordsUnavailable(f"records within the transcript's bounds are not readable yet ({where})")
 
 
 class TurnPositionService(ChapterService):

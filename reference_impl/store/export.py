@@ -1,22 +1,29 @@
 """Statements of the export chapter: the effective turns of a chain in one statement, and one turn
-by its index.
+by its index; the export's turns and records as JSON documents built by the database.
 
-The records of an export or of a turn are read with the transcript chapter's records statement
-(`TranscriptStatements.records`), which reads only the index ranges asked for.
+An export's two data statements write each turn and each record as the JSON object the response
+holds, by concatenating the stored columns (the record's `content` is stored as compact JSON and
+goes in as it is): the server joins the documents and never parses or re-serialises a record.
+Strings are quoted by the database (`json_quote` on SQLite, `to_json` on PostgreSQL); the public
+session id of each span is quoted once, in Python, and passed as a parameter.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from sqlalchemy import select, text
+from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.elements import TextClause
 
+from reference_impl import diagnostics
+from reference_impl.principals import public_id
 from reference_impl.store import tables as t
 from reference_impl.store.common import Statements, turn_from
-from reference_impl.store.rows import TurnRow
+from reference_impl.store.rows import Segment, TurnRow
 
 TURN_COLUMNS = (
     "turn_id, session_id, turn_index, role, status, first_record_index, end_record_index, created_at, finished_at"
@@ -34,7 +41,88 @@ def _turns_sql(spans: int) -> TextClause:
     return text(f"SELECT * FROM ({branches}) AS spans ORDER BY span_ordinal, turn_index")
 
 
+def _quote(dialect: str, expression: str) -> str:
+    """SQL for `expression` as a JSON string (JSON null when NULL)."""
+    if dialect == "postgresql":
+        return f"COALESCE(CAST(to_json(CAST({expression} AS TEXT)) AS TEXT), 'null')"
+    return f"json_quote({expression})"
+
+
+@lru_cache(maxsize=64)
+def _turn_documents_sql(dialect: str, spans: int) -> TextClause:
+    """The turns of `spans` (session, first, last) ranges as JSON documents (views.turn), in order."""
+    q = lambda expression: _quote(dialect, expression)  # noqa: E731
+    branches = " UNION ALL ".join(
+        f"SELECT {n} AS o, turn_index AS i, "
+        f"""'{{"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"session_id":' || :p{n} || """
+        f"""',"role":' || {q("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
+        f"""',"status":' || {q("status")} || ',"created_at":' || {q("created_at")} || """
+        f"""',"finished_at":' || {q("finished_at")} || '}}' AS doc FROM turns """
+        f"WHERE session_id = :s{n} AND turn_index >= :f{n} AND turn_index <= :u{n}"
+        for n in range(spans)
+    )
+    return text(f"SELECT o, i, doc FROM ({branches}) AS spans ORDER BY o, i")
+
+
+@lru_cache(maxsize=64)
+def _record_documents_sql(dialect: str, segments: int) -> TextClause:
+    """The records of `segments` bounded ranges as JSON documents (views.record), in order."""
+    q = lambda expression: _quote(dialect, expression)  # noqa: E731
+    branches = " UNION ALL ".join(
+        f"SELECT {n} AS o, record_index AS i, "
+        f"""'{{"record_id":' || {q("record_id")} || ',"session_id":' || :p{n} || """
+        f"""',"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"index":' || CAST(record_index AS TEXT) || """
+        f"""',"type":' || {q("record_type")} || ',"content":' || content || """
+        f"""',"created_at":' || {q("created_at")} || '}}' AS doc FROM records """
+        f"WHERE session_id = :s{n} AND record_index > :a{n} AND record_index <= :u{n}"
+        for n in range(segments)
+    )
+    return text(f"SELECT o, i, doc FROM ({branches}) AS segments ORDER BY o, i")
+
+
+class Documents:
+    """The rows of a documents statement, fetched as they are consumed: (ordinal, index, doc)."""
+
+    def __init__(self, result: Any, batch: int) -> None:
+        self.result = result  # anything with fetchmany(n) and close(): a Result, or rows in hand
+        self.batch = batch
+
+    @classmethod
+    def of(cls, rows: list[Any]) -> Documents:
+        """Rows already in hand (a test's substitute statements)."""
+        return cls(_Rows(rows), 10**9)
+
+    def batches(self) -> Iterator[list[Any]]:
+        try:
+            while True:
+                rows = self.result.fetchmany(self.batch)
+                if not rows:
+                    return
+                yield rows
+        finally:
+            self.result.close()
+
+
+class _Rows:
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    def fetchmany(self, size: int) -> list[Any]:
+        taken, self.rows = self.rows[:size], self.rows[size:]
+        return taken
+
+    def close(self) -> None:
+        self.rows = []
+
+
 class ExportStatements(Statements):
+    @staticmethod
+    def document_naming(session_id: str) -> tuple[str, int]:
+        """The session's public id as a JSON string, and where a key of its project starts its id
+        (1-based, for `substr`): a turn's key has the same project prefix as its session's."""
+        public = public_id(session_id)
+        return orjson.dumps(public).decode(), len(session_id) - len(public) + 1
+
     def effective_turns(self, spans: Sequence[tuple[str, int, int]]) -> list[TurnRow]:
         """The turns of each (session, first, last turn index) span, in span then index order: one statement."""
         if not spans:
@@ -50,3 +138,37 @@ class ExportStatements(Statements):
         query = select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.turn_index == turn_index)
         row = self.conn.execute(query).mappings().first()
         return turn_from(row) if row else None
+
+    def turn_documents(self, spans: Sequence[tuple[str, int, int]], batch: int = 0) -> Documents:
+        """The turns of each (session, first, last turn index) span as JSON documents, in span then
+        index order: one statement, its rows fetched as they are consumed (`batch` at a time; 0:
+        all of them now)."""
+        params: dict[str, Any] = {}
+        for n, (session_id, first, upto) in enumerate(spans):
+            params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
+            params[f"p{n}"], params[f"k{n}"] = self.document_naming(session_id)
+        query = _turn_documents_sql(self.conn.dialect.name, len(spans))
+        return Documents(_execute(self.conn, query, params, batch), batch or 10**9)
+
+    def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
+        """Every record of the bounded segments as a JSON document, in segment then index order:
+        one statement of index range scans. Each range's records are counted as examined when the
+        statement is sent (the rows it will produce: indexes are dense within a session)."""
+        params: dict[str, Any] = {}
+        for n, segment in enumerate(segments):
+            assert segment.upto is not None
+            params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
+            params[f"p{n}"], params[f"k{n}"] = self.document_naming(segment.session_id)
+        conn = self.records_conn
+        query = _record_documents_sql(conn.dialect.name, len(segments))
+        documents = Documents(_execute(conn, query, params, batch), batch or 10**9)
+        diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments if segment.upto is not None))
+        return documents
+
+
+def _execute(conn: Connection, query: TextClause, params: dict[str, Any], batch: int) -> Result[Any]:
+    """Send the statement; with a `batch` its rows stay in the database until fetched (a server-side
+    cursor on PostgreSQL; SQLite steps its statement as rows are fetched)."""
+    if batch and conn.dialect.name == "postgresql":
+        return conn.execute(query, params, execution_options={"stream_results": True, "max_row_buffer": batch})
+    return conn.execute(query, params)

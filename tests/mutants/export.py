@@ -12,11 +12,20 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from reference_impl import cursors, views
 from reference_impl.errors import NotFound
 from reference_impl.principals import public_id
-from reference_impl.services.export import ExportService, TurnPositionService, record_segments_of, spans_of
+from reference_impl.services.export import ExportDocument, ExportService, TurnPositionService, record_segments_of, spans_of
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
+from reference_impl.store.export import Documents
 from reference_impl.store.rows import RecordRow, Segment
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app
+
+
+class DictExport(ExportService):
+    """An export whose HTTP answer is `export()`'s dict, so a mutant overrides that one method
+    (the reference streams the documents the database builds instead)."""
+
+    def document(self, principal: str, session_id: str) -> ExportDocument:
+        return ExportDocument.of(self.export(principal, session_id))
 
 
 # ---------------------------------------------------------------- EXPORT-LIMIT-001
@@ -34,7 +43,7 @@ def export_limit_below_minimum(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- EXPORT-READ-001
-class WholeAncestors(ExportService):
+class WholeAncestors(DictExport):
     """Exports every record of every ancestor, ignoring the cuts (and counts them)."""
 
     def export(self, principal: str, session_id: str) -> dict[str, Any]:
@@ -57,7 +66,7 @@ def export_ignores_cuts(settings: Settings) -> ASGIApp:
     return app_with_service(settings, WholeAncestors)
 
 
-class FinishedTurnsOnly(ExportService):
+class FinishedTurnsOnly(DictExport):
     """Leaves the running turn, and its records, out of the export."""
 
     def export(self, principal: str, session_id: str) -> dict[str, Any]:
@@ -74,7 +83,7 @@ def export_without_running_turn(settings: Settings) -> ASGIApp:
     return app_with_service(settings, FinishedTurnsOnly)
 
 
-class SessionRoleOnly(ExportService):
+class SessionRoleOnly(DictExport):
     """Authorises an export by the role on the session alone, not on its ancestors."""
 
     def export(self, principal: str, session_id: str) -> dict[str, Any]:
@@ -90,6 +99,23 @@ class SessionRoleOnly(ExportService):
         description="an export needs a role on the session only, not on its ancestors")
 def export_skips_ancestor_check(settings: Settings) -> ASGIApp:
     return app_with_service(settings, SessionRoleOnly)
+
+
+class OneNameInDocuments(Transaction):
+    """The database-built export documents name every record by one session (the last segment's,
+    normally the session read) instead of the ancestor holding it: the per-span naming parameters
+    of the fast path are computed once (a way to be wrong that only the fast path has)."""
+
+    def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
+        named = segments[-1].session_id
+        self.document_naming = lambda _session_id: Transaction.document_naming(named)  # type: ignore[method-assign]
+        return super().record_documents(segments, batch)
+
+
+@mutant("EXPORT-READ-001", select=("export.whole_transcript",),
+        description="the export's database-built record documents name every record by the session read")
+def export_documents_named_by_one_session(settings: Settings) -> ASGIApp:
+    return app_with_transaction(settings, OneNameInDocuments)
 
 
 # ---------------------------------------------------------------- EXPORT-TOO-LARGE-001
@@ -138,6 +164,13 @@ class RecordsPerAncestor(Transaction):
             rows.extend(super().records([segment], limit - len(rows)))
         return rows
 
+    def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
+        rows: list[Any] = []
+        for ordinal, segment in enumerate(segments):
+            for part in super().record_documents([segment]).batches():
+                rows.extend((ordinal, index, doc) for _, index, doc in part)
+        return Documents.of(rows)
+
 
 @mutant("EXPORT-COST-001", select=("export.export_cost_by_depth",),
         description="the export (like every read) reads records one ancestor at a time")
@@ -145,7 +178,7 @@ def export_reads_per_ancestor(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, RecordsPerAncestor)
 
 
-class FilterAfterReading(ExportService):
+class FilterAfterReading(DictExport):
     """Reads each ancestor's records past the cut too, and drops them after reading (still 3 statements)."""
 
     def export(self, principal: str, session_id: str) -> dict[str, Any]:

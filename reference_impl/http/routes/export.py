@@ -7,7 +7,7 @@ import re
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from reference_impl.errors import InvalidRequest
@@ -32,7 +32,10 @@ class ExportHandlers(Handlers):
     async def export(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        return JSONResponse(await run_in_threadpool(self.export_service.export, principal, session_id))
+        # Streamed: the document's chunks are fetched and joined as the client reads them; every
+        # statement was sent before the response starts, so the diagnostic headers count them all.
+        document = await run_in_threadpool(self.export_service.document, principal, session_id)
+        return StreamingResponse(document.chunks(), media_type="application/json")
 
 
 class TurnPositionHandlers(Handlers):
