@@ -1,0 +1,227 @@
+"""Every answer the server can give is declared on its operation.
+
+Statically: each operation accepts `Requires-Capabilities` and declares 412; it lists in
+`x-problem-types` the problem kinds it can answer, each of a status it declares, and every error
+status it declares has a kind; a header without which it answers 428 is required; operations of
+optional capabilities declare 404 and 405 (CAP-UNADVERTISED-001); links lead from every operation
+that creates an id to every operation that takes it.
+
+From a run (deep set, about a minute): the whole suite against the embedded reference server
+(`check --embedded`), every exchange recorded; each status and problem type answered is declared
+on the operation that answered it. Only the reference in its normal configuration is run: mutants,
+fault servers and the legacy server answer wrongly on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import spec
+from tests.test_spec_crosscheck import OPERATIONS, _resolve, declared_statuses, operations_of, precedence_rows
+
+KIND_STATUS = {entry["kind"]: entry["status"] for entry in spec.problem_types().values()}
+REQUIREMENTS = {req["id"]: req for req in spec.requirements()}
+SUCCESS = {200, 201, 204}
+
+
+def problem_kinds_of(operation_id: str) -> list[str]:
+    return list(OPERATIONS[operation_id]["operation"].get("x-problem-types", []))
+
+
+def parameters_of(operation_id: str) -> dict[str, dict[str, Any]]:
+    return {_resolve(p)["name"]: _resolve(p) for p in OPERATIONS[operation_id]["parameters"]}
+
+
+def test_the_extension_is_named_in_the_document() -> None:
+    assert "`x-problem-types`" in spec.openapi()["info"]["description"]
+
+
+@pytest.mark.parametrize("operation_id", sorted(OPERATIONS))
+def test_problem_types_are_listed_and_their_statuses_declared(operation_id: str) -> None:
+    kinds = problem_kinds_of(operation_id)
+    assert kinds, f"{operation_id} lists no x-problem-types"
+    assert len(kinds) == len(set(kinds)), f"{operation_id} lists a kind twice"
+    unknown = [kind for kind in kinds if kind not in KIND_STATUS]
+    assert not unknown, f"{operation_id}: {unknown} are not in problem-types.yaml"
+    declared = declared_statuses(operation_id)
+    undeclared = sorted({KIND_STATUS[kind] for kind in kinds} - declared)
+    assert not undeclared, f"{operation_id} lists kinds of statuses it does not declare: {undeclared}"
+    without_kind = sorted(declared - SUCCESS - {KIND_STATUS[kind] for kind in kinds})
+    assert not without_kind, f"{operation_id} declares {without_kind} but lists no problem kind of that status"
+
+
+def test_precedence_rows_are_listed_on_their_operations() -> None:
+    missing = [
+        f"{operation_id}: {row['problem']}"
+        for row in precedence_rows()
+        for operation_id in operations_of(row)
+        if row["problem"] not in problem_kinds_of(operation_id)
+    ]
+    assert not missing, f"precedence rows whose kind the operation does not list: {missing}"
+
+
+@pytest.mark.parametrize("operation_id", sorted(OPERATIONS))
+def test_requires_capabilities_and_412_on_every_operation(operation_id: str) -> None:
+    """NEGOTIATE-HEADER-001: any request may carry the header; a server lacking a capability answers 412."""
+    assert "Requires-Capabilities" in parameters_of(operation_id)
+    assert 412 in declared_statuses(operation_id)
+    assert "capability-missing" in problem_kinds_of(operation_id)
+
+
+@pytest.mark.parametrize("operation_id", sorted(OPERATIONS))
+def test_a_header_the_operation_cannot_do_without_is_required(operation_id: str) -> None:
+    """428 `precondition-required` is the answer without `If-Match`: the header is required."""
+    if 428 in declared_statuses(operation_id):
+        assert parameters_of(operation_id)["If-Match"].get("required") is True, operation_id
+    elif "If-Match" in parameters_of(operation_id):
+        pytest.fail(f"{operation_id} takes If-Match but never answers 428 without it")
+
+
+def test_operations_of_optional_capabilities_declare_404_and_405() -> None:
+    listed = operations_of(REQUIREMENTS["CAP-UNADVERTISED-001"])
+    summaries = {
+        operation_id
+        for operation_id, entry in OPERATIONS.items()
+        if re.search(r"capabilit(y|ies) `", str(entry["operation"].get("summary", "")))
+    }
+    assert summaries <= set(listed), f"operations of a capability CAP-UNADVERTISED-001 does not list: {sorted(summaries - set(listed))}"
+    for operation_id in listed:
+        assert {404, 405} <= declared_statuses(operation_id), operation_id
+        assert {"not-found", "method-not-allowed"} <= set(problem_kinds_of(operation_id)), operation_id
+        assert _resolve(OPERATIONS[operation_id]["operation"]["responses"]["405"]).get("headers", {}).get("Allow"), operation_id
+
+
+# Operations that create an id, where in their success answer it is, and which ids they give.
+CREATORS = {
+    "createSession": ("201", {"session_id"}),
+    "forkSession": ("201", {"session_id"}),
+    "importLegacy": ("201", {"session_id"}),
+    "startTurn": ("201", {"session_id", "turn_id", "position"}),
+    "uploadAttachment": ("201", {"session_id", "attachment_id"}),
+    "acquireLease": ("201", {"session_id", "Writer-Lease"}),
+}
+# The id a creator exists for: a link is owed to every operation that takes it.
+CREATED = {
+    "createSession": "session_id",
+    "forkSession": "session_id",
+    "importLegacy": "session_id",
+    "startTurn": "turn_id",
+    "uploadAttachment": "attachment_id",
+    "acquireLease": "Writer-Lease",
+}
+
+
+def _path_parameters(operation_id: str) -> set[str]:
+    return set(re.findall(r"\{(\w+)\}", OPERATIONS[operation_id]["path"]))
+
+
+def _owed_links() -> Iterator[tuple[str, str]]:
+    for creator, (_, gives) in CREATORS.items():
+        created = CREATED[creator]
+        for operation_id in OPERATIONS:
+            if operation_id == creator:
+                continue
+            if created == "Writer-Lease":
+                if operation_id == "releaseLease":
+                    yield creator, operation_id
+                continue
+            needs = _path_parameters(operation_id)
+            if created == "turn_id":
+                owed = bool(needs & {"turn_id", "position"}) and needs <= gives
+            else:
+                owed = created in needs and needs <= gives
+            if owed:
+                yield creator, operation_id
+
+
+def test_links_lead_from_every_creator_to_every_operation_taking_its_id() -> None:
+    missing = []
+    for creator, target in _owed_links():
+        status = CREATORS[creator][0]
+        links = OPERATIONS[creator]["operation"]["responses"][status].get("links", {})
+        if not any(link["operationId"] == target for link in links.values()):
+            missing.append(f"{creator} -> {target}")
+    assert not missing, f"links missing: {missing}"
+
+
+def test_the_links_named_by_the_issue_exist() -> None:
+    """Suspend, recover, abandon, inputs, deliver, effective turns and lease release had none."""
+    targets = {
+        link["operationId"]
+        for entry in OPERATIONS.values()
+        for response in entry["operation"]["responses"].values()
+        for link in _resolve(response).get("links", {}).values()
+    }
+    named = {"suspendTurn", "recoverTurn", "abandonTurn", "queueInput", "listInputs", "deliverInputs", "getEffectiveTurn", "releaseLease"}
+    assert named <= targets, sorted(named - targets)
+
+
+def test_every_link_fills_every_path_parameter_of_its_target() -> None:
+    for operation_id, entry in OPERATIONS.items():
+        for status, response in entry["operation"]["responses"].items():
+            for name, link in _resolve(response).get("links", {}).items():
+                target = link["operationId"]
+                assert target in OPERATIONS, f"{operation_id} {status} link {name}: unknown {target}"
+                given = {key.split(".", 1)[-1] if key.startswith("path.") else key for key in link.get("parameters", {})}
+                missing = _path_parameters(target) - given
+                assert not missing, f"{operation_id} {status} link {name} leaves {sorted(missing)} of {target} unset"
+
+
+@pytest.mark.parametrize(
+    ("body", "valid"),
+    [
+        ({"role": "user", "replay_history": []}, True),
+        ({"role": "user", "records": [{"type": "message", "content": {}}], "status": "completed"}, True),
+        ({"role": "user", "replay_history": [], "records": [{"type": "message", "content": {}}]}, False),
+        ({"role": "user", "replay_history": [], "status": "completed"}, False),
+    ],
+)
+def test_replay_history_excludes_a_turn_write_in_the_schema(body: dict[str, Any], valid: bool) -> None:
+    """REPLAY-MATCH-001: `replay_history` with `records` or `status` is refused; the schema says so."""
+    errors = list(spec.validator("turn-create.json").iter_errors(body))
+    assert (not errors) is valid, [error.message for error in errors]
+
+
+# ------------------------------------------------------------------------------ from a run
+
+
+@pytest.fixture(scope="module")
+def recorded() -> list[Any]:
+    from tests.recorded_answers import answers, record_run
+
+    result, exchanges = record_run()
+    assert result.exit_code == 0, "the reference must be conformant for its answers to stand for the spec's"
+    found = answers(exchanges)
+    assert len(found) > 1000, f"only {len(found)} answers recorded"
+    return found
+
+
+def protocol_rejection(answer: Any) -> bool:
+    """ERR-PROTOCOL-001: a request that is not valid HTTP (a header name with a space, say) is
+    refused by the HTTP layer before any operation sees it; no operation declares that answer."""
+    return answer.status == 400 and answer.problem_type is None
+
+
+@pytest.mark.deep
+def test_every_answer_of_an_embedded_run_is_declared_on_its_operation(recorded: list[Any]) -> None:
+    undeclared: dict[tuple[str, int, str | None], int] = {}
+    prefix = "urn:session-lineage:problem:"
+    for answer in recorded:
+        if protocol_rejection(answer):
+            continue
+        declared = declared_statuses(answer.operation_id)
+        kinds = problem_kinds_of(answer.operation_id)
+        ok = answer.status in declared
+        if answer.status >= 400:
+            ok = ok and answer.problem_type is not None and answer.problem_type.removeprefix(prefix) in kinds
+        if not ok:
+            key = (answer.operation_id, answer.status, answer.problem_type)
+            undeclared[key] = undeclared.get(key, 0) + 1
+    assert not undeclared, "answers the document does not declare (operation, status, type: count): " + "; ".join(
+        f"{op} {status} {kind}: {count}" for (op, status, kind), count in sorted(undeclared.items(), key=str)
+    )
+    statuses = {(answer.operation_id, answer.status) for answer in recorded}
+    assert len({op for op, _ in statuses}) == len(OPERATIONS), "the run reached every operation"
