@@ -78,6 +78,8 @@ def _status_line(req: dict[str, Any]) -> str:
     parts.append(
         f"applies when the server advertises `{req['capability']}`" if req.get("capability") else "applies to every server"
     )
+    if req.get("verifiable_with"):
+        parts.append(f"verifiable with `{req['verifiable_with']}` (without it: not verified)")
     operations = req.get("operations", [])
     if operations == "all":
         parts.append("every operation")

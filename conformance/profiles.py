@@ -205,7 +205,9 @@ def summary_text(verdict_value: str, claim: Claim, profiles: list[ProfileResult]
     reached = [f"{p.name} {p.version}" for p in profiles if p.reached]
     stated: dict[str, str] = {}
     others = describe_all(profiles, stated)
-    unverified = not_verified_text(profiles, set(stated))
+    # what the claimed profile and every profile reached could not verify (a profile not reached
+    # has its reasons already)
+    unverified = not_verified_text([p for p in profiles if p.claimed or p.reached], set(stated))
     if unverified:
         others.append(unverified)
     head = {

@@ -126,8 +126,15 @@ class Target:
     def _run_one(self, item: Check) -> CheckResult:
         scope = self.scope
         missing = [need for need in item.needs if need not in self.advertised()]
-        if missing:
-            return self._cannot_run(item, missing[0], scope)
+        subjects = [need for need in missing if not self._evidence_only(item, need)]
+        if subjects:
+            return self._cannot_run(item, subjects[0], scope)
+        if missing:  # only what would show the evidence is missing: the rules apply, unverified
+            reason = (
+                f"{', '.join(item.requirements)} {'is' if len(item.requirements) == 1 else 'are'} verifiable only with "
+                f"{' and '.join(repr(name) for name in missing)} (requirements.yaml `verifiable_with`), which the target does not advertise"
+            )
+            return check_result(item, self.catalogue, Outcome.NOT_VERIFIED, "", reason=reason)
         seed = check_seed(self.config.seed, item.name)
         self.recorder.clear()
         self.generated = []
@@ -178,6 +185,11 @@ class Target:
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return result
 
+    def _evidence_only(self, item: Check, capability: str) -> bool:
+        """Whether a capability the check needs only shows the evidence of its rules (every rule names
+        it in `verifiable_with`) rather than bringing what they govern."""
+        return bool(item.requirements) and all(capability in verifiable_with(self.catalogue.get(req, {})) for req in item.requirements)
+
     def _cannot_run(self, item: Check, capability: str, scope: Scope, **extra: Any) -> CheckResult:
         """A check whose capability the target lacks: a failure within the claim, else out of scope."""
         in_claim = [r for r in item.requirements if scope.in_profile(r)]
@@ -212,6 +224,12 @@ class Target:
         if self.generated:
             return [self.generated[-1]], self.generated[-1]
         return [], None
+
+
+def verifiable_with(requirement: dict[str, Any]) -> list[str]:
+    """The capabilities whose evidence verifies a requirement (`verifiable_with`: a name or a list)."""
+    value = requirement.get("verifiable_with") or []
+    return [value] if isinstance(value, str) else list(value)
 
 
 def _discover(client: ApiClient) -> dict[str, Any]:

@@ -26,6 +26,14 @@ class Limits:
     max_export_records: int = 5_000  # transcript-export: the most records (and turns) one export returns
 
 
+# The diagnostics capabilities, and the setting that sends each one's header.
+DIAGNOSTICS_FLAGS = {
+    "diagnostics.query-count": "query_count_diagnostics",
+    "diagnostics.write-count": "write_count_diagnostics",
+    "diagnostics.records-examined": "records_examined_diagnostics",
+}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything `create_app` needs; tokens map a bearer token to a principal, and projects
@@ -44,12 +52,19 @@ class Settings:
     write_count_diagnostics: bool = True  # the Storage-Items-Written header (diagnostics.write-count)
     # the Storage-Records-Examined header (diagnostics.records-examined)
     records_examined_diagnostics: bool = True
-    # Optional capabilities this server runs without (for example `writer-lease`): not advertised,
-    # and their operations answer 404.
+    # Optional capabilities this server runs without: any capability outside profile `core`
+    # (`writer-lease`, `sharing`, `diagnostics.write-count`, ...). Not advertised; their operations
+    # answer 404, their request members 422, and a diagnostics capability's header is not sent.
     disabled_capabilities: frozenset[str] = frozenset()
     # A pre-lineage server (profile `legacy`, `serve --legacy`): no fork, lineage or idempotent forks;
     # clients fork by replaying history on a new session's first turn (capability `replay-history`).
     legacy: bool = False
+
+    def __post_init__(self) -> None:
+        """A disabled diagnostics capability turns its header off (the flags stay the one switch)."""
+        for capability, flag in DIAGNOSTICS_FLAGS.items():
+            if capability in self.disabled_capabilities:
+                object.__setattr__(self, flag, False)
 
     def directory(self) -> Directory:
         """Which project each principal of the tokens belongs to."""

@@ -51,7 +51,7 @@ def test_requirements_are_well_formed() -> None:
     ids = [req["id"] for req in doc["requirements"]]
     assert len(ids) == len(set(ids)), "duplicate requirement ids"
     known_fields = {"id", "level", "chapter", "since", "changed", "capability", "operations",
-                    "verification", "title", "text", "precedence"}
+                    "verification", "verifiable_with", "title", "text", "precedence"}
     for req in doc["requirements"]:
         assert set(req) <= known_fields, (req["id"], set(req) - known_fields)
         assert re.fullmatch(r"[A-Z]+(-[A-Z0-9]+)*-\d{3}", req["id"]), req["id"]

@@ -178,7 +178,7 @@ def test_every_response_carries_the_diagnostic_headers() -> None:
     for operation_id, entry in OPERATIONS.items():
         for status, response in entry["operation"]["responses"].items():
             headers = set(_resolve(response).get("headers", {}))
-            missing = {"Storage-Round-Trips", "Storage-Items-Written", "Storage-Records-Examined"} - headers
+            missing = {"Storage-Round-Trips", "Storage-Items-Written", "Storage-Bytes-Written", "Storage-Records-Examined"} - headers
             assert not missing, f"{operation_id} {status} lacks {sorted(missing)}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.checks.fork.writes import fork_writes, judge_fork_writes
 from conformance.checks.leases import acquire
 from conformance.client import Response, describe
 from conformance.context import CheckContext
@@ -15,6 +16,7 @@ CAPABILITY = "diagnostics.query-count"
 HEADER = "Storage-Round-Trips"
 WRITES_CAPABILITY = "diagnostics.write-count"
 WRITES_HEADER = "Storage-Items-Written"
+BYTES_HEADER = "Storage-Bytes-Written"  # with WRITES_CAPABILITY, since 1.3.0 (DIAG-BYTES-001)
 RECORDS_CAPABILITY = "diagnostics.records-examined"
 RECORDS_HEADER = "Storage-Records-Examined"
 # DIAG-RECORDS-PAGE-001: a page of size L examines at most L + 1 + PAGE_ALLOWANCE records.
@@ -46,6 +48,10 @@ def round_trips(response: Response) -> int:
 
 def items_written(response: Response) -> int:
     return _count(response, WRITES_HEADER, "DIAG-WRITES-001")
+
+
+def bytes_written(response: Response) -> int:
+    return _count(response, BYTES_HEADER, "DIAG-BYTES-001")
 
 
 def records_examined(response: Response) -> int:
@@ -142,7 +148,8 @@ def fork_cost_by_source_size(ctx: CheckContext) -> None:
     ctx.expect(len(set(costs.values())) == 1, f"fork round trips by source size: {costs}")
 
 
-@check("DIAG-WRITES-001", title="Every response carries the stored items it wrote: 0 for reads and refusals", needs=(WRITES_CAPABILITY,))
+@check("DIAG-WRITES-001", "DIAG-BYTES-001",
+       title="Every response carries the stored items and bytes it wrote: 0 for reads and refusals", needs=(WRITES_CAPABILITY,))
 def items_written_on_every_response(ctx: CheckContext) -> None:
     created = ctx.alice.post("/sessions", json={"session_id": ctx.new_id("s")})
     sid = ctx.ok(created, 201, "SESS-CREATE-001")["session_id"]
@@ -186,39 +193,32 @@ def items_written_on_every_response(ctx: CheckContext) -> None:
         ctx.expect(400 <= response.status < 500, f"{describe(response.exchange)}; the request was meant to be refused")
     for response in reads:
         ctx.expect_status(response, 200)
-    for response in reads + refused:
-        count = items_written(response)
-        what = "a read" if response in reads else f"a request refused with {response.status}"
-        ctx.expect(
-            count == 0,
-            f"{response.exchange.method} {response.exchange.url} is {what} and reported {WRITES_HEADER}: {count}; "
-            "reads and 4xx answers write nothing and report 0",
-        )
-    for response in writes:
-        count = items_written(response)
-        ctx.expect(
-            count >= 1,
-            f"{response.exchange.method} {response.exchange.url} answered {response.status}, so it stored "
-            f"something, yet reported {WRITES_HEADER}: {count}",
-        )
+    for header, counted, requirement in ((WRITES_HEADER, items_written, "DIAG-WRITES-001"), (BYTES_HEADER, bytes_written, "DIAG-BYTES-001")):
+        for response in reads + refused:
+            count = counted(response)
+            what = "a read" if response in reads else f"a request refused with {response.status}"
+            ctx.expect(
+                count == 0,
+                f"{response.exchange.method} {response.exchange.url} is {what} and reported {header}: {count}; "
+                "reads and 4xx answers write nothing and report 0",
+                requirement,
+            )
+        # a release deletes, and a deletion stores no bytes: every other write stored something
+        for response in writes if header == WRITES_HEADER else [w for w in writes if w.exchange.method != "DELETE"]:
+            count = counted(response)
+            ctx.expect(
+                count >= 1,
+                f"{response.exchange.method} {response.exchange.url} answered {response.status}, so it stored "
+                f"something, yet reported {header}: {count}",
+                requirement,
+            )
 
 
-@check("DIAG-FORK-WRITES-001", title="A fork writes the same number of items whatever the size of its source (no copying)", needs=(WRITES_CAPABILITY,))
+@check("DIAG-FORK-WRITES-001", "DIAG-FORK-WRITES-002",
+       title="A fork writes the same items, and the same bytes within 1024, whatever the size of its source (no copying)",
+       needs=(WRITES_CAPABILITY,))
 def fork_writes_by_source_size(ctx: CheckContext) -> None:
-    small, _, _ = ctx.conversation(1, records_per_turn=1)
-    large, size = large_source(ctx)
-    for keyed in (False, True):
-        written = {}
-        for name, source in (("a 1-record source", small), (f"a {size}-record source", large)):
-            key = ctx.new_id("key") if keyed else None
-            response = ctx.fork(source["session_id"], {"mode": "latest"}, key=key)
-            ctx.expect_status(response, 201, None, "FORK-CREATE-001")
-            written[name] = items_written(response)
-        ctx.expect(
-            len(set(written.values())) == 1,
-            f"a fork {'with' if keyed else 'without'} an Idempotency-Key wrote {written} stored items: "
-            "the count grows with the source, so the fork copies what the child inherits",
-        )
+    judge_fork_writes(ctx, fork_writes(ctx, "DIAG-WRITES-001"), "DIAG-FORK-WRITES-001", "DIAG-FORK-WRITES-002")
 
 
 @check("DIAG-LIST-COST-001", title="A listing page costs the same whatever the depth and the branches", needs=(CAPABILITY, "sharing"))

@@ -27,6 +27,7 @@ from reference_impl.store.engine import make_engine, migrate
 log = logging.getLogger("reference_impl")
 ROUND_TRIPS_HEADER = "Storage-Round-Trips"
 ITEMS_WRITTEN_HEADER = "Storage-Items-Written"
+BYTES_WRITTEN_HEADER = "Storage-Bytes-Written"  # with the items written (diagnostics.write-count, since 1.3.0)
 RECORDS_EXAMINED_HEADER = "Storage-Records-Examined"
 
 
@@ -62,6 +63,7 @@ class OutermostLayer:
                     headers.append((ROUND_TRIPS_HEADER.lower().encode(), str(counter.statements).encode()))
                 if self.count_writes:
                     headers.append((ITEMS_WRITTEN_HEADER.lower().encode(), str(counter.items_written).encode()))
+                    headers.append((BYTES_WRITTEN_HEADER.lower().encode(), str(counter.bytes_written).encode()))
                 if self.count_records_examined:
                     headers.append((RECORDS_EXAMINED_HEADER.lower().encode(), str(counter.records_examined).encode()))
                 message = {**message, "headers": headers}

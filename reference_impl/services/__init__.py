@@ -100,11 +100,15 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
 
     def chapter(name: str) -> Any:
         cls = parts[name]
-        if any(capability in settings.disabled_capabilities for capability in cls.capabilities):
+        kept = tuple(capability for capability in cls.capabilities if capability not in settings.disabled_capabilities)
+        if cls.capabilities and not kept:
             return None
         if settings.legacy and cls.capabilities and not set(cls.capabilities) & LEGACY_CAPABILITIES:
             return None
-        return cls(store, limits, access)
+        built = cls(store, limits, access)
+        if kept != cls.capabilities:  # runs with some of its capabilities: advertises (and honours) only those
+            built.capabilities = kept
+        return built
 
     built = {name: chapter(name) for name in CHAPTERS}
     running = [item for item in built.values() if item is not None]

@@ -22,7 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from reference_impl import views
-from reference_impl.errors import IdempotencyKeyReused, TurnExists, TurnInProgress, TurnNotRunning
+from reference_impl.errors import IdempotencyKeyReused, InvalidRequest, TurnExists, TurnInProgress, TurnNotRunning
 from reference_impl.services import turn_steps as steps
 from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
 from reference_impl.store import Transaction
@@ -142,6 +142,9 @@ class TurnWritesService(ChapterService):
     def start_turn(
         self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None, key: str | None = None
     ) -> WriteOutcome:
+        if ("records" in body or "status" in body) and "turn-write" not in self.capabilities:
+            raise InvalidRequest("this server does not write a turn in one request (capability turn-write)")
+        key = key if "idempotent-turns" in self.capabilities else None  # a server without it ignores the header
         fingerprint = fingerprint_of("startTurn", session_id, None, body)
         inputs = body.get("records") or []
         encoded = steps.encoded_contents(self.limits, inputs)
@@ -207,6 +210,7 @@ class TurnWritesService(ChapterService):
         self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None,
         key: str | None = None,
     ) -> WriteOutcome:
+        key = key if "idempotent-turns" in self.capabilities else None
         fingerprint = fingerprint_of("appendRecords", session_id, turn_id, body)
         inputs = body["records"]
         encoded = steps.encoded_contents(self.limits, inputs)
@@ -236,6 +240,7 @@ class TurnWritesService(ChapterService):
         self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None,
         key: str | None = None,
     ) -> WriteOutcome:
+        key = key if "idempotent-turns" in self.capabilities else None
         fingerprint = fingerprint_of("finishTurn", session_id, turn_id, body)
 
         def attempt() -> WriteOutcome:

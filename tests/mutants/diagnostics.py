@@ -3,7 +3,9 @@ stored records examined)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Column, Integer, MetaData, String, Table, Text, and_, insert, literal, or_, select
@@ -28,6 +30,7 @@ from tests.mutants import (
 )
 
 ITEMS_WRITTEN = b"storage-items-written"
+BYTES_WRITTEN = b"storage-bytes-written"
 RECORDS_EXAMINED = b"storage-records-examined"
 Headers = list[tuple[bytes, bytes]]
 
@@ -80,6 +83,17 @@ def items_written_estimated(settings: Settings) -> ASGIApp:
     return rewrite_responses(reference_app(settings), rewrite)
 
 
+# ---------------------------------------------------------------- DIAG-BYTES-001
+@mutant("DIAG-BYTES-001", select=("diagnostics.items_written_on_every_response",),
+        description="Storage-Bytes-Written counts the bytes of the request body: a refused POST reports what it was sent")
+def bytes_written_from_the_request(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
+        sent = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        return status, [(k, v) for k, v in headers if k.lower() != BYTES_WRITTEN] + [(BYTES_WRITTEN, sent or b"0")], body
+
+    return rewrite_responses(reference_app(settings), rewrite)
+
+
 # ---------------------------------------------------------------- DIAG-FORK-WRITES-001
 CHECKPOINTS = MetaData()
 # What a checkpointing store keeps per fork: a full copy of the state the child inherits.
@@ -127,6 +141,65 @@ def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
             return outcome
 
     return app_with_layers(settings, Service)
+
+
+# ---------------------------------------------------------------- DIAG-FORK-WRITES-002
+# What a checkpointing store keeps per fork: one item, the whole state the child inherits.
+fork_states = Table(
+    "fork_states",
+    CHECKPOINTS,
+    Column("child_session_id", String(128), primary_key=True),
+    Column("state", Text, nullable=False),
+)
+
+
+def _checkpointing_fork(settings: Settings) -> ASGIApp:
+    """Every fork also stores one checkpoint item holding a full copy of what the child inherits
+    (record ids, provenance and contents): ids kept, one more stored item whatever the source, and
+    the bytes it wrote (honestly counted from the bound values) grow with the source."""
+    engine = make_engine(settings.database_url)
+    CHECKPOINTS.create_all(engine)
+    engine.dispose()
+
+    class Service(ForkService):
+        def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
+            outcome = super()._fork_in(tx, *args)
+            if outcome.replayed:
+                return outcome
+            child_id = outcome.body["session"]["session_id"]
+            chain = tx.chain(child_id, self.limits.max_lineage_depth)
+            bounds = [
+                and_(t.records.c.session_id == link.session.session_id, t.records.c.record_index <= link.record_bound)
+                for link in chain
+                if link.record_bound not in (-1, None)
+            ]
+            state = []
+            if bounds:
+                rows = tx.conn.execute(
+                    select(t.records.c.record_id, t.records.c.session_id, t.records.c.record_index, t.records.c.content)
+                    .where(or_(*bounds))
+                ).all()
+                state = [list(row) for row in rows]
+            tx.conn.execute(insert(fork_states).values(child_session_id=child_id, state=json.dumps(state, default=str)))
+            return outcome
+
+    return app_with_layers(settings, Service)
+
+
+@mutant("DIAG-FORK-WRITES-002", "FORK-NO-COPY-001",
+        select=("diagnostics.fork_writes_by_source_size", "fork.fork_stores_no_copy"),
+        description="A fork stores one checkpoint of the whole inherited state (ids kept): the same stored items "
+                    "whatever the source, honest Storage-Bytes-Written growing with it")
+def fork_checkpoints_whole_state(settings: Settings) -> ASGIApp:
+    return _checkpointing_fork(settings)
+
+
+def fork_checkpoints_whole_state_without_diagnostics(settings: Settings) -> ASGIApp:
+    """The same copying server advertising no diagnostics: nothing the API shows tells the copy
+    apart, so FORK-NO-COPY-001 is not verified (tests/test_no_copy.py); not a mutant, since no
+    requirement can fail."""
+    return _checkpointing_fork(replace(settings, query_count_diagnostics=False, write_count_diagnostics=False,
+                                       records_examined_diagnostics=False))
 
 
 # ---------------------------------------------------------------- DIAG-RECORDS-001

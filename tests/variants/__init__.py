@@ -11,11 +11,13 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+import spec
 from reference_impl.errors import IdempotencyInFlight
 from reference_impl.services.fork import ForkOutcome, ForkService
 from reference_impl.settings import Limits, Settings
@@ -60,6 +62,28 @@ def no_optional_capability(settings: Settings) -> ASGIApp:
     )
 
 
+def optional_capabilities(version: str | None = None) -> list[str]:
+    """Every capability of profile `full` outside `core` at the spec version (default: the suite's)."""
+    version = version or spec.spec_version()
+    core = set(spec.profile_capabilities("core", version))
+    return [name for name in spec.profile_capabilities("full", version) if name not in core]
+
+
+def without(removed: frozenset[str] | set[str] | tuple[str, ...]) -> Callable[[Settings], ASGIApp]:
+    """The reference server with the optional capabilities `removed` taken out, nothing else changed
+    (the capability-removal matrix: tests/test_capability_removal.py)."""
+    removed = frozenset(removed)
+    unknown = removed - set(optional_capabilities())
+    if unknown:
+        raise ValueError(f"not optional capabilities: {sorted(unknown)}")
+
+    def build(settings: Settings) -> ASGIApp:
+        return reference_app(replace(settings, disabled_capabilities=removed))
+
+    build.__name__ = "without_" + "_".join(sorted(removed)).replace(".", "_").replace("-", "_")
+    return build
+
+
 async def _problem(send: Send, status: int, kind: str, detail: str, headers: list[tuple[bytes, bytes]]) -> None:
     body = json.dumps(
         {"type": f"urn:session-lineage:problem:{kind}", "title": detail, "status": status, "detail": detail}
@@ -74,6 +98,7 @@ async def _problem(send: Send, status: int, kind: str, detail: str, headers: lis
                 # answered before any storage is touched: counted, zero
                 (b"storage-round-trips", b"0"),
                 (b"storage-items-written", b"0"),
+                (b"storage-bytes-written", b"0"),
                 *headers,
             ],
         }

@@ -4,4 +4,4 @@ One module per concern; importing them here, in this order, registers the chapte
 the order they run.
 """
 
-from conformance.checks.fork import cuts, children, idempotency, concurrency  # noqa: F401  (registers their checks)
+from conformance.checks.fork import cuts, children, idempotency, concurrency, no_copy  # noqa: F401  (registers their checks)
