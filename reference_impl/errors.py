@@ -173,3 +173,21 @@ class LegacyParentMissing(DomainError):
     """The history names a fork parent the caller has not imported."""
 
     kind = "legacy-parent-missing"
+
+
+class PageSizeExceeded(DomainError):
+    """A `limit` above the advertised `max_page_size` (ERR-REFUSAL-TYPE-001; `invalid-request` before 1.3.0)."""
+
+    kind = "page-size-exceeded"
+
+
+class LeaseTooLong(DomainError):
+    """A `ttl_seconds` above the advertised `max_lease_seconds` (ERR-REFUSAL-TYPE-001)."""
+
+    kind = "lease-too-long"
+
+
+class GrantToOwner(DomainError):
+    """A grant naming the session's owner, who holds every right already (ERR-REFUSAL-TYPE-001)."""
+
+    kind = "grant-to-owner"

@@ -105,9 +105,12 @@ def query_int(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    if not re.fullmatch(r"[0-9]{1,9}", raw):
-        raise InvalidRequest(f"query parameter {name} must be a positive integer")
-    return int(raw)
+    if not re.fullmatch(r"[0-9]+", raw):
+        raise InvalidRequest(f"query parameter {name} must be a decimal integer of at least 1, got {raw[:40]!r}")
+    digits = raw.lstrip("0") or "0"
+    # an integer of any length matches the schema; past 100 digits (above every limit, and past
+    # what int() parses quickly) 10**100 stands for it
+    return int(digits) if len(digits) <= 100 else 10**100
 
 
 def query_cursor(request: Request, max_length: int = 2048) -> str | None:

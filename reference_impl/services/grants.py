@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from reference_impl import views
-from reference_impl.errors import InvalidRequest, UnknownPrincipal
+from reference_impl.errors import GrantToOwner, UnknownPrincipal
 from reference_impl.principals import DEFAULT_PROJECT, Caller, public_id
 from reference_impl.services.common import ChapterService, timestamp, utcnow
 from reference_impl.store.rows import GrantRow
@@ -40,7 +40,7 @@ class GrantsService(ChapterService):
             if self.access.directory.project_of(grantee) != self.project_of(principal):
                 raise UnknownPrincipal(f"no principal {grantee} in your project")
             if grantee == session.owner:
-                raise InvalidRequest("the owner holds every right on its session; grant to another principal")
+                raise GrantToOwner(f"{grantee} owns the session and holds every right on it; grant to another principal")
             row = {"session_id": session_id, "principal": grantee, "role": body["role"], "granted_at": timestamp(utcnow())}
             tx.put_grant(row)
         return views.grant(GrantRow(**row))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from reference_impl.errors import InvalidRequest, WriterConflict
+from reference_impl.errors import LeaseTooLong, WriterConflict
 from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService, new_id, timestamp, utcnow
 from reference_impl.store.rows import LeaseRow
@@ -33,7 +33,7 @@ class LeasesService(ChapterService):
         """Take the session's writer lease (201) or renew the caller's own (200)."""
         ttl = body["ttl_seconds"]
         if ttl > self.limits.max_lease_seconds:
-            raise InvalidRequest(f"ttl_seconds must not exceed {self.limits.max_lease_seconds}")
+            raise LeaseTooLong(f"ttl_seconds {ttl} is above max_lease_seconds: give 1 to {self.limits.max_lease_seconds}")
         now = utcnow()
         expires_at = timestamp(now + timedelta(seconds=ttl))
         try:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reference_impl import cursors, views
-from reference_impl.errors import CursorReverted, InvalidCursor, InvalidRequest, RecordsUnavailable
+from reference_impl.errors import CursorReverted, InvalidCursor, InvalidRequest, PageSizeExceeded, RecordsUnavailable
 from reference_impl.principals import public_id
 from reference_impl.services.common import ChapterService
 from reference_impl.segments import record_segments
@@ -120,8 +120,10 @@ class TranscriptService(ChapterService):
     def _page_size(self, limit: int | None) -> int:
         if limit is None:
             return self.limits.default_page_size
-        if limit < 1 or limit > self.limits.max_page_size:
-            raise InvalidRequest(f"limit must be between 1 and {self.limits.max_page_size}")
+        if limit < 1:
+            raise InvalidRequest(f"limit {limit} is out of range: give 1 to {self.limits.max_page_size}")
+        if limit > self.limits.max_page_size:
+            raise PageSizeExceeded(f"limit {limit} is above max_page_size: give 1 to {self.limits.max_page_size}")
         return limit
 
     @staticmethod

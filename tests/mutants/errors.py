@@ -447,3 +447,21 @@ def non_ascii_cursor_crashes(settings: Settings) -> ASGIApp:
             return super().transcript(principal, session_id, cursor, limit)
 
     return app_with_service(settings, Service)
+
+
+# ---------------------------------------------------------------- refusals that are not schema violations
+@mutant("ERR-REFUSAL-TYPE-001", select=("errors.refusals_say_what_they_are",),
+        description="Limits and rules refuse as in 1.2: page size, lease length and owner grants answer invalid-request")
+def refusals_as_schema_violations(settings: Settings) -> ASGIApp:
+    own_types = {b"page-size-exceeded", b"lease-too-long", b"grant-to-owner"}
+
+    def rewrite(scope: dict[str, Any], status: int, headers: Headers, body: bytes) -> tuple[int, Headers, bytes]:
+        if status != 422:
+            return status, headers, body
+        problem = json.loads(body)
+        if problem.get("type", "").encode().rsplit(b":", 1)[-1] in own_types:
+            problem.update(type="urn:session-lineage:problem:invalid-request", title="The request does not match the schema")
+            body = json.dumps(problem).encode()
+        return status, headers, body
+
+    return rewrite_responses(reference_app(settings), rewrite)

@@ -129,3 +129,32 @@ def every_operation_matches_schema(ctx: CheckContext) -> None:
         ctx.expect_status(ctx.alice.get(path), 200)
     for kind in ("transcript", "records"):
         ctx.walk(cid, kind, limit=1)
+
+
+@check("ERR-REFUSAL-TYPE-001", title="Refusals that match the schema (limits, rules) carry their own problem type and give the range")
+def refusals_say_what_they_are(ctx: CheckContext) -> None:
+    largest = ctx.limits["max_page_size"]
+    sid = ctx.create_session()["session_id"]
+    refusals = []  # (response, kind, the number the detail must name as the range's upper end)
+    for path in (f"/sessions/{sid}/transcript", f"/sessions/{sid}/records"):
+        for limit in (largest + 1, 174516736671):  # integers of at least 1: the schema's own
+            refusals.append((ctx.alice.get(path, params={"limit": limit}), "page-size-exceeded", largest))
+    if ctx.has("writer-lease"):
+        longest = ctx.limits["max_lease_seconds"]
+        answer = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": longest + 1})
+        refusals.append((answer, "lease-too-long", longest))
+    if ctx.has("sharing"):
+        owner = ctx.principal_id(ctx.alice)
+        answer = ctx.alice.request("PUT", f"/sessions/{sid}/grants/{owner}", json={"role": "reader"})
+        refusals.append((answer, "grant-to-owner", None))
+    for response, kind, upper in refusals:
+        ctx.expect_status(response, 422, kind)
+        detail = str(response.json().get("detail", ""))
+        if upper is not None:
+            ctx.expect(
+                str(upper) in detail,
+                f"{response.exchange.method} {response.exchange.url}: the detail {detail!r} does not give "
+                f"the accepted range (1 to {upper})",
+            )
+    if ctx.has("writer-lease"):  # the refusal held nothing: a lease can be taken now
+        ctx.expect_status(ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": 1}), 201)
