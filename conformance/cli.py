@@ -20,7 +20,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve_main(arguments[1:])
     parser = _parser()
-    args = parser.parse_args(arguments)
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2, printed in one line)
+        return int(exc.code or 0)
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
@@ -31,8 +34,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line (and exit 2), like every other set-up error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="session-lineage", description="Session Lineage spec tools: conformance suite and reference server."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {SUITE_VERSION}")
@@ -102,6 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     imports.add_argument("--target", required=True, help="base URL of a server that advertises legacy-import")
     imports.add_argument("--token", required=True, help="bearer token of the principal that will own the sessions")
     imports.add_argument("--writer-lease", help="the lease held on the history's session, when continuing an import")
+    imports.add_argument(
+        "--jsonl", action="store_true",
+        help="print one import summary per line (JSON Lines) instead of one JSON array; errors go to stderr",
+    )
     imports.set_defaults(handler=_import)
 
     bundle = commands.add_parser("bundle", help="regenerate spec/openapi.bundled.yaml (every schema inlined)")
@@ -236,7 +250,7 @@ def _gate(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from conformance.legacy_import import run as run_import
 
-    return run_import(args.file, args.target, args.token, args.writer_lease)
+    return run_import(args.file, args.target, args.token, args.writer_lease, jsonl=args.jsonl)
 
 
 def _bundle(args: argparse.Namespace) -> int:

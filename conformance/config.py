@@ -117,6 +117,8 @@ def split_roles(value: Any) -> tuple[Any, tuple[str, ...]]:
 
 def _tokens(value: Any) -> tuple[str, ...]:
     tokens = _list(value)
+    if isinstance(value, str) and len(tokens) == 1 and len(tokens[0].split()) > 1:
+        raise ValueError("separate the tokens with commas (a,b or owner=a,stranger=b), not spaces")
     if len(tokens) < 2:
         raise ValueError("expected bearer tokens of at least two principals")
     if len(set(tokens)) != len(tokens):
@@ -258,13 +260,22 @@ def load(
     return Config(**values)
 
 
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else str(problem)
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"configuration file {str(path)!r} does not exist")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"configuration file {str(path)!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"configuration file {str(path)!r} is not valid YAML: {exc}") from None
+        raise ConfigError(f"configuration file {str(path)!r} is not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"configuration file {str(path)!r} must hold a mapping")
     unknown = sorted(set(data) - KEY_NAMES)
@@ -298,27 +309,29 @@ def load_expected_failures(path: str | None) -> dict[str, ExpectedFailure]:
         raise ConfigError(f"expected-failures file {path!r} does not exist")
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8")) or []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"expected-failures file {path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"expected-failures file {path!r} is not valid YAML: {exc}") from None
+        raise ConfigError(f"expected-failures file {path!r} is not valid YAML: {yaml_problem(exc)}") from None
     if not isinstance(data, list):
         raise ConfigError(f"expected-failures file {path!r} must hold a list")
     entries: dict[str, ExpectedFailure] = {}
-    for position, item in enumerate(data):
-        if (
-            not isinstance(item, dict)
-            or not item.get("reason")
-            or bool(item.get("check")) == bool(item.get("requirement"))
-        ):
-            raise ConfigError(
-                f"expected-failures entry {position} needs either 'check' or 'requirement', and a 'reason'"
-            )
-        unknown_keys = sorted(set(item) - {"check", "requirement", "reason", "link"})
+    for position, item in enumerate(data, start=1):
+        where = f"expected-failures file {path!r}, entry {position}"
+        if not isinstance(item, dict):
+            raise ConfigError(f"{where} is not a mapping: each entry needs either 'check' or 'requirement', and a 'reason'")
+        unknown_keys = sorted(str(key) for key in set(item) - {"check", "requirement", "reason", "link"})
         if unknown_keys:
-            raise ConfigError(f"expected-failures entry {position} has unknown keys: {', '.join(unknown_keys)}")
+            raise ConfigError(
+                f"{where} has unknown key{'s' if len(unknown_keys) > 1 else ''} {', '.join(map(repr, unknown_keys))} "
+                "(known: check, requirement, reason, link)"
+            )
+        if not item.get("reason") or bool(item.get("check")) == bool(item.get("requirement")):
+            raise ConfigError(f"{where} needs either 'check' or 'requirement', and a 'reason'")
         kind = "check" if item.get("check") else "requirement"
         name = str(item[kind])
         if name in entries:
-            raise ConfigError(f"expected-failures file lists {name!r} twice")
+            raise ConfigError(f"{where} lists {name!r} twice (an earlier entry names it too)")
         link = str(item["link"]) if item.get("link") else None
         entries[name] = ExpectedFailure(name, kind, str(item["reason"]), link)
     return entries

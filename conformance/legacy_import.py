@@ -58,40 +58,85 @@ def upload(client: httpx.Client, path: Path, lease: str | None = None) -> httpx.
     return client.post("/imports", content=chunks(path), headers=headers)
 
 
-def import_with_parents(client: httpx.Client, path: Path, lease: str | None = None, seen: set[Path] | None = None) -> list[httpx.Response]:
-    """Import the file's fork parents (found beside it) first, then the file; every answer, in order."""
+def import_with_parents(
+    client: httpx.Client, path: Path, lease: str | None = None, seen: set[Path] | None = None
+) -> list[tuple[Path, httpx.Response]]:
+    """Import the file's fork parents (found beside it) first, then the file; every (file, answer), in order."""
     seen = seen or set()
     if path in seen:
         raise ValueError(f"{path}: its fork parents form a cycle")
     seen.add(path)
-    answers: list[httpx.Response] = []
+    answers: list[tuple[Path, httpx.Response]] = []
     meta = meta_of(path)
     parent_id = meta.get("forked_from_id") if meta else None
     if isinstance(parent_id, str):
         parent = find_parent(path, parent_id)
         if parent is not None:
             answers += import_with_parents(client, parent, None, seen)
-    answers.append(upload(client, path, lease))
+            if answers[-1][1].status_code >= 400:
+                return answers  # the child cannot inherit from a parent that was refused
+    answers.append((path, upload(client, path, lease)))
     return answers
 
 
-def run(file: str, target: str, token: str, lease: str | None = None, timeout: float = 300.0) -> int:
+def _problem(answer: httpx.Response) -> str:
+    try:
+        body = answer.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        kind = str(body.get("type") or "").rsplit(":", 1)[-1]
+        detail = str(body.get("detail") or body.get("title") or "").replace("\n", " ")
+        return f"{kind}: {detail}" if kind else detail
+    return answer.text[:200].replace("\n", " ")
+
+
+def _say(message: str) -> None:
+    print(f"session-lineage import: {message}", file=sys.stderr)
+
+
+def run(
+    file: str, target: str, token: str, lease: str | None = None, timeout: float = 300.0, jsonl: bool = False,
+    out: Any = None,
+) -> int:
+    """Upload; print the import summaries as one JSON array (or JSON Lines) on stdout, every error
+    on stderr, one line each. Exit 0, 1 when the server refused an upload, 2 on a set-up mistake
+    (no such file, an unreachable target, a token it does not accept)."""
+    out = out or sys.stdout
     path = Path(file)
     if not path.is_file():
-        print(f"session-lineage import: no such file {file}", file=sys.stderr)
+        _say(f"no such file {file}")
         return 2
-    with httpx.Client(base_url=target, headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as client:
-        try:
+    if not target.startswith(("http://", "https://")):
+        _say(f"--target {target!r} is not an http:// or https:// URL")
+        return 2
+    try:
+        with httpx.Client(base_url=target, headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as client:
             answers = import_with_parents(client, path, lease)
-        except (httpx.HTTPError, ValueError) as exc:
-            print(f"session-lineage import: {exc}; run the same command again to continue", file=sys.stderr)
-            return 1
-    failed = False
-    for answer in answers:
+    except httpx.TransportError as exc:
+        _say(f"cannot reach {target}: {exc.__class__.__name__}: {exc}; run the same command again to continue")
+        return 2
+    except httpx.HTTPError as exc:
+        _say(f"{exc.__class__.__name__}: {exc}; run the same command again to continue")
+        return 1
+    except (OSError, ValueError) as exc:
+        _say(str(exc))
+        return 2
+    summaries: list[Any] = []
+    code = 0
+    for source, answer in answers:
+        if answer.status_code >= 400:
+            _say(f"{source.name}: the server answered {answer.status_code} ({_problem(answer)})")
+            code = max(code, 2 if answer.status_code == 401 else 1)
+            continue
         try:
-            body = answer.json()
+            summaries.append(answer.json())
         except ValueError:
-            body = {"status": answer.status_code, "body": answer.text[:500]}
-        print(json.dumps(body, indent=2, ensure_ascii=False))
-        failed = failed or answer.status_code >= 400
-    return 1 if failed else 0
+            _say(f"{source.name}: the server answered {answer.status_code} without JSON")
+            code = max(code, 1)
+    if jsonl:
+        for summary in summaries:
+            out.write(json.dumps(summary, ensure_ascii=False) + "\n")
+    else:
+        out.write(json.dumps(summaries, indent=2, ensure_ascii=False) + "\n")
+    return code

@@ -19,6 +19,13 @@ class ConfigError(Exception):
     """A configuration the server cannot start with: one message, exit 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in one line (and exit 2), as every configuration error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "sqlite:///session-lineage.db"))
     parser.add_argument("--records-database-url", help="keep records in this second database (two-store deployment)")
@@ -38,9 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     """Parse the arguments and run the server until it stops; 2 on a configuration error."""
-    parser = argparse.ArgumentParser(prog=prog)
+    parser = OneLineParser(prog=prog)
     add_arguments(parser)
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, already printed in one line)
+        return int(exc.code or 0)
     try:
         return serve(args)
     except ConfigError as exc:
@@ -55,12 +65,28 @@ def serve(args: argparse.Namespace) -> int:
     from reference_impl.http import create_app
     from reference_impl.settings import Limits, Settings
 
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port {args.port} is not a TCP port (1 to 65535)")
+    if args.workers < 1:
+        raise ConfigError(f"--workers {args.workers} must be at least 1")
+    if "://" not in args.database_url:
+        raise ConfigError(f"--database-url {args.database_url!r} is not a database URL (e.g. sqlite:///file.db, postgresql://...)")
     tokens: dict[str, str] = {}
     projects: dict[str, str] = {}
     if args.tokens_file:
         from reference_impl.principals import TokensFileError, parse_tokens
 
-        data = yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {}
+        path = Path(args.tokens_file)
+        if not path.is_file():
+            raise ConfigError(f"tokens file {args.tokens_file!r} does not exist (or is not a file)")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"tokens file {args.tokens_file!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            line = f" (line {where.line + 1})" if where is not None else ""
+            raise ConfigError(f"tokens file {args.tokens_file!r} is not valid YAML{line}") from None
         try:
             tokens, projects = parse_tokens(data)
         except TokensFileError as exc:
@@ -89,5 +115,9 @@ def serve(args: argparse.Namespace) -> int:
             log_level="info",
         )
         return 0
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    try:
+        app = create_app(settings)
+    except Exception as exc:  # a database URL the server cannot open: one line, not a traceback
+        raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0

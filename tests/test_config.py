@@ -141,3 +141,13 @@ def test_tokens_by_role() -> None:
     for bad in ("owner=a,b", "boss=a,owner=b"):
         with pytest.raises(ConfigError):
             load(environ={**base, "SESSION_LINEAGE_TOKENS": bad})
+
+
+def test_a_misspelled_key_names_the_key_the_file_and_a_1_based_index(tmp_path) -> None:
+    file = tmp_path / "xf.yaml"
+    file.write_text("- check: a.b\n  reason: r\n- chek: a.c\n  reason: typo\n")
+    with pytest.raises(ConfigError) as raised:
+        load_expected_failures(str(file))
+    assert str(raised.value) == (
+        f"expected-failures file {str(file)!r}, entry 2 has unknown key 'chek' (known: check, requirement, reason, link)"
+    )

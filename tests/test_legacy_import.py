@@ -218,10 +218,19 @@ def test_the_import_command_imports_a_forked_pair_parent_first(tmp_path, capsys)
         code = main(["import", str(folder / "forked-child.jsonl"), "--target", server.url, "--token", "imp-alice"])
         assert code == 0
         printed = capsys.readouterr().out
-        again = main(["import", str(folder / "forked-child.jsonl"), "--target", server.url, "--token", "imp-alice"])
+        again = main(["import", str(folder / "forked-child.jsonl"), "--target", server.url, "--token", "imp-alice", "--jsonl"])
         assert again == 0
-    summaries = [json.loads(chunk) for chunk in printed.replace("}\n{", "}\x00{").split("\x00")]
+        replayed = capsys.readouterr()
+        refused = main(["import", str(folder / "forked-child.jsonl"), "--target", server.url, "--token", "imp-bob", "--writer-lease", "nope"])
+        problem = capsys.readouterr()
+    summaries = json.loads(printed)  # one JSON document: an array, parent first
     parent, child = summaries
+    assert [json.loads(line)["replayed"] for line in replayed.out.splitlines()] == [True, True]  # JSON Lines
+    assert replayed.err == ""
+    assert refused == 1 and [item["legacy_id"] for item in json.loads(problem.out)] == ["vec-fork-parent"]  # what was imported
+    assert problem.err.startswith(
+        "session-lineage import: forked-child.jsonl: the server answered 409 (writer-conflict: lease nope does not hold session "
+    ) and problem.err.count("\n") == 1
     assert (parent["legacy_id"], child["legacy_id"]) == ("vec-fork-parent", "vec-fork-child")
     assert child["parent_session_id"] == parent["session_id"] and child["inherited_turns"] == 2
     assert main(["import", str(tmp_path / "missing.jsonl"), "--target", "http://127.0.0.1:9", "--token", "x"]) == 2
