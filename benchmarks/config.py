@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from reference_impl.settings import Limits
@@ -20,14 +20,20 @@ class Config:
     page_chain_depth: int = 3
     page_size: int = 100
     page_records_per_turn: int = 50
-    storage_parent_turns: int = 100
+    storage_parent_turns: int = 1_000  # large enough that page and relation minimums are small
     storage_branches: int = 10
     records_per_turn: int = 2
     record_content_bytes: int = 190
     repeats: int = 15
     versus_turns: tuple[int, ...] = (100, 200)  # the whole scenario against LangGraph
-    versus_read_turns: tuple[int, ...] = (1_000,)  # the full read only (see benchmarks/versus.py)
+    versus_read_turns: tuple[int, ...] = (1_000, 10_000)  # the full read only (see benchmarks/versus.py)
     limits: Limits = field(default_factory=Limits)
+
+    def versus_limits(self) -> Limits:
+        """The limits of the database the LangGraph comparison runs on: an export as long as its
+        longest read (`max_export_records` raised when the default is shorter)."""
+        longest = 2 * max((*self.versus_turns, *self.versus_read_turns), default=0) + 2
+        return replace(self.limits, max_export_records=max(self.limits.max_export_records, longest))
 
     def as_json(self) -> dict[str, Any]:
         """The configuration as plain JSON, for the results file."""

@@ -125,3 +125,35 @@ def replay_seconds(engine: Engine, cost: Cost, repeats: int) -> float:
 def ratio(numerator: float, denominator: float) -> float | None:
     """numerator / denominator, or None when the denominator is zero."""
     return numerator / denominator if denominator else None
+
+
+def interleaved_median_seconds(operations: list[Callable[[], Any]], repeats: int) -> list[float]:
+    """Median wall times of several operations run in turn, round after round (as
+    `paired_median_seconds`, for more than two)."""
+    samples: list[list[float]] = [[] for _ in operations]
+    for _ in range(max(repeats, 1)):
+        for operation, taken in zip(operations, samples):
+            started = time.perf_counter()
+            operation()
+            taken.append(time.perf_counter() - started)
+    return [statistics.median(taken) for taken in samples]
+
+
+def peak_bytes(operation: Callable[[], Any]) -> int:
+    """The peak of Python memory allocated while the operation ran, above what was allocated when it
+    started (tracemalloc: every thread of the process, so a server thread answering the request
+    counts too). What the operation returns is dropped inside the measurement."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base, _ = tracemalloc.get_traced_memory()
+        result = operation()
+        del result
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return max(peak - base, 0)

@@ -63,7 +63,7 @@ def run_backend(backend: Backend, config: Config, progress: Progress = _quiet) -
         results["rows_per_page"] = scenarios.rows_per_page(db, config)
     progress(f"[{backend.label}] 4. storage")
     results["storage"] = scenarios.storage(backend, config)
-    with backend.database(config.limits) as db:
+    with backend.database(config.versus_limits()) as db:
         progress(f"[{backend.label}] 6. against LangGraph, {list(config.versus_turns)} turns, full read at {list(config.versus_read_turns)}")
         results["versus"] = versus.versus_langgraph(db, config)
     results["elapsed_seconds"] = time.perf_counter() - started

@@ -11,7 +11,7 @@ from sqlalchemy import text
 from benchmarks import seed
 from benchmarks.backend import PRINCIPAL, Backend, Database
 from benchmarks.config import Config
-from benchmarks.meter import Cost, measure, median_seconds, paired_median_seconds, ratio, replay_seconds
+from benchmarks.meter import Cost, interleaved_median_seconds, measure, median_seconds, paired_median_seconds, ratio, replay_seconds
 from benchmarks.peers import (
     CopyOnForkPeer,
     HistoryScanFinder,
@@ -281,11 +281,13 @@ def rows_per_page(db: Database, config: Config) -> dict[str, Any]:
     seed.add_turns(db.services, root, total_turns, config.records_per_turn, config.record_content_bytes)
     deep = seed.chain(db.services, depth, turns, config.records_per_turn, config.record_content_bytes)[-1]
     rows = []
+    pages: dict[tuple[int, str], tuple[str, str | None]] = {}
     for level, session_id in ((0, root), (depth, deep)):
         cursors = _page_cursors(db, session_id, config.page_size)
         for name, number in (("first", 0), ("middle", len(cursors) // 2), ("last", len(cursors) - 1)):
             read = partial(db.services.transcript.transcript, PRINCIPAL, session_id, cursors[number], config.page_size)
             page, cost = measure(read)
+            pages[(level, name)] = (session_id, cursors[number])
             rows.append(
                 {
                     "depth": level,
@@ -296,12 +298,33 @@ def rows_per_page(db: Database, config: Config) -> dict[str, Any]:
                     "seconds": median_seconds(read, config.repeats),
                 }
             )
+    # The same pages over HTTP, depth 0 and the deepest chain alternating (one pair per position).
+    from benchmarks.versus import served
+
+    with served(db) as http:
+        for name in ("first", "middle", "last"):
+            shallow, deep_page = pages[(0, name)], pages[(depth, name)]
+            times_over_http = interleaved_median_seconds(
+                [partial(http.page, *shallow, config.page_size), partial(http.page, *deep_page, config.page_size)],
+                config.repeats,
+            )
+            for row in rows:
+                if row["position"] == name:
+                    row["http_seconds"] = times_over_http[0 if row["depth"] == 0 else 1]
+    over = {
+        name: ratio(
+            next(row["http_seconds"] for row in rows if row["depth"] == depth and row["position"] == name),
+            next(row["http_seconds"] for row in rows if row["depth"] == 0 and row["position"] == name),
+        )
+        for name in ("first", "middle", "last")
+    }
     examined = [row["records_examined"] for row in rows if row["records_examined"] is not None]
     return {
         "page_size": config.page_size,
         "records": total_turns * config.records_per_turn,
         "depth": depth,
         "rows": rows,
+        "http_deep_over_shallow": over,
         "max_examined": max(examined) if examined else None,
         "first_page_equal": len({row["records_examined"] for row in rows if row["position"] == "first"}) == 1,
     }

@@ -20,7 +20,6 @@ loads either way) and the reference's by one-request turn writes, and compares t
 
 from __future__ import annotations
 
-import statistics
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -29,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import orjson
 
 from benchmarks import langgraph_peer
 from benchmarks.backend import PRINCIPAL, Database
 from benchmarks.config import Config
-from benchmarks.meter import measure, paired_median_seconds, ratio
+from benchmarks.meter import interleaved_median_seconds, measure, paired_median_seconds, peak_bytes, ratio
 
 CONTENT_BYTES = 190
 TOKEN = "bench-token"
@@ -72,22 +72,49 @@ class Reference:
         return [record["content"]["text"] for record in document["records"]]
 
 
+class HttpReader:
+    """Reads of the reference app over HTTP (a loopback port), as a client does them."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def __call__(self, session_id: str) -> list[str]:
+        """The whole transcript (the export), parsed: the client parses with orjson, as a client
+        that cares for speed would (the stdlib's json takes longer than the server's answer)."""
+        answer = self.client.get(f"/sessions/{session_id}/export")
+        answer.raise_for_status()
+        return [record["content"]["text"] for record in orjson.loads(answer.content)["records"]]
+
+    def stream(self, session_id: str) -> int:
+        """The export read as it arrives, each chunk dropped when counted: what the server holds."""
+        received = 0
+        with self.client.stream("GET", f"/sessions/{session_id}/export") as answer:
+            answer.raise_for_status()
+            for chunk in answer.iter_raw():
+                received += len(chunk)
+        return received
+
+    def page(self, session_id: str, cursor: str | None, limit: int) -> tuple[int, str | None]:
+        """One transcript page, parsed: (records on it, next cursor)."""
+        params: dict[str, Any] = {"limit": limit}
+        if cursor is not None:
+            params["cursor"] = cursor
+        answer = self.client.get(f"/sessions/{session_id}/transcript", params=params)
+        answer.raise_for_status()
+        body = orjson.loads(answer.content)
+        return len(body["records"]), body["next_cursor"]
+
+
 @contextmanager
-def served(db: Database) -> Iterator[Callable[[str], list[str]]]:
-    """The reference app on the benchmark's database, served on a loopback port: a read over HTTP."""
+def served(db: Database) -> Iterator[HttpReader]:
+    """The reference app on the benchmark's database, served on a loopback port: reads over HTTP."""
     from conformance.embedded import serve_app
     from reference_impl.http import create_app
     from reference_impl.settings import Settings
 
     app = create_app(Settings(database_url=db.url, tokens={TOKEN: PRINCIPAL}, limits=db.limits))
     with serve_app(app) as server, httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}) as client:
-
-        def read(session_id: str) -> list[str]:
-            answer = client.get(f"/sessions/{session_id}/export")
-            answer.raise_for_status()
-            return [record["content"]["text"] for record in answer.json()["records"]]
-
-        yield read
+        yield HttpReader(client)
 
 
 def reference_costs(reference: Reference, sizes: tuple[int, ...]) -> dict[str, Any]:
@@ -122,7 +149,9 @@ def versus_langgraph(db: Database, config: Config) -> dict[str, Any]:
     if missing:
         return {"skipped": f"the reference runs without {', '.join(missing)} (turn-write, transcript-export, turn-by-position)"}
     reference = Reference(db)
-    costs = reference_costs(reference, (*config.versus_turns, *config.versus_read_turns))
+    # Step costs at the scenario sizes and the first read-only size: they are exact and flat, and
+    # building the longest read-only session twice would only add minutes.
+    costs = reference_costs(reference, (*config.versus_turns, *config.versus_read_turns[:1]))
     version = langgraph_peer.available()
     if version is None:
         return {"reference_costs": costs, "skipped": "LangGraph is not installed: pip install -e '.[bench]'"}
@@ -139,7 +168,7 @@ def versus_langgraph(db: Database, config: Config) -> dict[str, Any]:
     return {"reference_costs": costs, "langgraph": version, "checkpointer": checkpointer, "content_bytes_per_message": CONTENT_BYTES, "rows": rows, "reads": reads}
 
 
-def _scenario(reference: Reference, turns: int, folder: Path, config: Config, http_read: Callable[[str], list[str]]) -> dict[str, Any]:
+def _scenario(reference: Reference, turns: int, folder: Path, config: Config, http_read: HttpReader) -> dict[str, Any]:
     with _peer(reference.db, folder) as peer:
         session_id = reference.new_session()
         pair_statements = []
@@ -172,10 +201,10 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
         texts, read_cost = measure(lambda: reference.read_all(child))
         with peer.counted() as peer_read:
             messages = peer.read_all(branch)
-        read_seconds, peer_read_seconds = paired_median_seconds(
-            lambda: reference.read_all(child), lambda: peer.read_all(branch), config.repeats
+        read_seconds, peer_read_seconds, http_seconds = interleaved_median_seconds(
+            [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child)], config.repeats
         )
-        http_seconds = statistics.median(_timed(lambda: http_read(child), config.repeats))
+        memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(child) == messages,
@@ -195,12 +224,12 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
                 "reference": fork_cost.statements + child_pair.statements,
                 "langgraph": peer_fork.statements,
             },
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory),
             "storage_bytes": {"reference": reference.db.size_bytes(), "langgraph": peer.size_bytes()},
         }
 
 
-def _read_only(reference: Reference, turns: int, folder: Path, config: Config, http_read: Callable[[str], list[str]]) -> dict[str, Any]:
+def _read_only(reference: Reference, turns: int, folder: Path, config: Config, http_read: HttpReader) -> dict[str, Any]:
     with _peer(reference.db, folder) as peer:
         session_id = reference.new_session()
         for number in range(turns):
@@ -209,16 +238,28 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         texts, read_cost = measure(lambda: reference.read_all(session_id))
         with peer.counted() as peer_read:
             messages = peer.read_all()
-        read_seconds, peer_read_seconds = paired_median_seconds(
-            lambda: reference.read_all(session_id), lambda: peer.read_all(), config.repeats
+        repeats = config.repeats if turns <= 2_000 else max(min(config.repeats, 5), 1)
+        read_seconds, peer_read_seconds, http_seconds = interleaved_median_seconds(
+            [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id)], repeats
         )
-        http_seconds = statistics.median(_timed(lambda: http_read(session_id), config.repeats))
+        memory = _peaks(reference, session_id, http_read, peer.read_all)
         return {
             "turns": turns,
-            "same_transcript": texts == messages,
+            "same_transcript": texts == messages and http_read(session_id) == messages,
             "messages_read": len(messages),
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory),
         }
+
+
+def _peaks(reference: Reference, session_id: str, http_read: HttpReader, peer_read: Callable[[], Any]) -> dict[str, int]:
+    """Peak Python memory of each full read (tracemalloc, one untimed run each): the reference
+    in-process (the parsed document), over HTTP streamed (server and client in this process; the
+    client drops each chunk as it arrives), and LangGraph in-process."""
+    return {
+        "reference": peak_bytes(lambda: reference.read_all(session_id)),
+        "reference_http_streamed": peak_bytes(lambda: http_read.stream(session_id)),
+        "langgraph": peak_bytes(peer_read),
+    }
 
 
 @contextmanager
@@ -242,19 +283,13 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
             peer.close()
 
 
-def _read_row(statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float) -> dict[str, Any]:
+def _read_row(
+    statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float, memory: dict[str, int]
+) -> dict[str, Any]:
     return {
+        "peak_memory_bytes": memory,
         "reference": {"requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds},
         "langgraph": {"statements": peer_statements, "seconds": peer_seconds},
         "langgraph_over_reference": ratio(peer_seconds, seconds),
         "langgraph_over_reference_http": ratio(peer_seconds, http_seconds),
     }
-
-
-def _timed(operation: Callable[[], Any], repeats: int) -> list[float]:
-    samples = []
-    for _ in range(max(repeats, 1)):
-        started = time.perf_counter()
-        operation()
-        samples.append(time.perf_counter() - started)
-    return samples

@@ -81,14 +81,16 @@ class ExportDocument:
     read transaction if the chunks are not consumed to the end.
     """
 
-    def __init__(self, parts: Iterator[bytes], close: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, parts: Iterator[bytes], close: Callable[[], None] = lambda: None, whole: bytes | None = None) -> None:
         self._parts = parts
         self._close = close
+        self.whole = whole  # the whole document when it was read before it was returned
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> ExportDocument:
         """A document already in hand (for example one a test built)."""
-        return cls(iter([orjson.dumps(body)]))
+        whole = orjson.dumps(body)
+        return cls(iter([whole]), whole=whole)
 
     def chunks(self) -> Iterator[bytes]:
         try:
@@ -97,11 +99,12 @@ class ExportDocument:
             self._close()
 
     def read(self) -> bytes:
-        return b"".join(self.chunks())
+        return self.whole if self.whole is not None else b"".join(self.chunks())
 
     def materialised(self) -> ExportDocument:
         """The document with every chunk read now (the read transaction ends here)."""
-        return ExportDocument(iter([self.read()]))
+        whole = self.read()
+        return ExportDocument(iter([whole]), whole=whole)
 
     def as_json(self) -> dict[str, Any]:
         document: dict[str, Any] = orjson.loads(self.read())
@@ -117,8 +120,11 @@ class ExportService(ChapterService):
     chapter = "export"
     capabilities = ("transcript-export",)
 
-    # Rows fetched at a time when an export streams (a server-side cursor on PostgreSQL).
-    stream_batch = 500
+    # Rows fetched at a time when an export streams (a server-side cursor on PostgreSQL), and the
+    # turns and records above which it streams (a shorter one is read whole: one response body).
+    stream_batch = 1_000
+    stream_above = 2_000
+    chunk_bytes = 256 * 1024  # pieces are sent together up to this size: each chunk is a thread hop
 
     def advertised_limits(self) -> dict[str, Any]:
         return {"max_export_records": self.limits.max_export_records}
@@ -131,11 +137,10 @@ class ExportService(ChapterService):
         """The export as a document whose chunks stream (3 statements, all sent before this returns):
         the read transaction stays open until the chunks are consumed or closed. With records in a
         second store the document is read whole first, so a lagging records store is a 503."""
-        return self._document(principal, session_id, stream=not self.store.split)
+        return self._document(principal, session_id, stream=not self.store.split, small=self.stream_above)
 
-    def _document(self, principal: str, session_id: str, stream: bool) -> ExportDocument:
+    def _document(self, principal: str, session_id: str, stream: bool, small: int = 0) -> ExportDocument:
         limit = self.limits.max_export_records
-        batch = self.stream_batch if stream else 0
         stack = ExitStack()
         try:
             tx = stack.enter_context(self.store.read())
@@ -150,6 +155,8 @@ class ExportService(ChapterService):
                     f"{turn_total} turns; an export returns at most {limit} of each (max_export_records): "
                     "read it page by page"
                 )
+            stream = stream and turn_total + record_total > small
+            batch = self.stream_batch if stream else 0
             turns = tx.turn_documents([(span.session_id, span.first, span.last) for span in spans], batch) if spans else None
             records = tx.record_documents(segments, batch) if record_total else None
         except BaseException:
@@ -182,8 +189,22 @@ class ExportService(ChapterService):
                 raise _missing(segments, None, None)
             yield b"]}"
 
-        document = ExportDocument(parts(), stack.close)
+        document = ExportDocument(_coalesced(parts(), self.chunk_bytes), stack.close)
         return document if stream else document.materialised()
+
+
+def _coalesced(parts: Iterator[bytes], size: int) -> Iterator[bytes]:
+    """The parts joined into chunks of at least `size` bytes (the last may be shorter)."""
+    pending: list[bytes] = []
+    held = 0
+    for part in parts:
+        pending.append(part)
+        held += len(part)
+        if held >= size:
+            yield b"".join(pending)
+            pending, held = [], 0
+    if pending:
+        yield b"".join(pending)
 
 
 def _expected(segments: list[Segment]) -> Iterator[tuple[int, int]]:

@@ -4,8 +4,9 @@ by its index; the export's turns and records as JSON documents built by the data
 An export's two data statements write each turn and each record as the JSON object the response
 holds, by concatenating the stored columns (the record's `content` is stored as compact JSON and
 goes in as it is): the server joins the documents and never parses or re-serialises a record.
-Strings are quoted by the database (`json_quote` on SQLite, `to_json` on PostgreSQL); the public
-session id of each span is quoted once, in Python, and passed as a parameter.
+Strings a client chose (turn ids, record types) are quoted by the database (`json_quote` on SQLite,
+`to_json` on PostgreSQL); strings the server wrote (record ids, timestamps, statuses, roles) need no
+escaping; the public session id of each span is quoted once, in Python, and passed as a parameter.
 """
 
 from __future__ import annotations
@@ -42,10 +43,16 @@ def _turns_sql(spans: int) -> TextClause:
 
 
 def _quote(dialect: str, expression: str) -> str:
-    """SQL for `expression` as a JSON string (JSON null when NULL)."""
+    """SQL for `expression`, a string a client chose, as a JSON string (JSON null when NULL)."""
     if dialect == "postgresql":
         return f"COALESCE(CAST(to_json(CAST({expression} AS TEXT)) AS TEXT), 'null')"
     return f"json_quote({expression})"
+
+
+def _plain(expression: str) -> str:
+    """SQL for `expression`, a string the server wrote that needs no escaping (a UUID, a
+    timestamp, a status or role name), as a JSON string; it must not be NULL."""
+    return f"""'"' || {expression} || '"'"""
 
 
 @lru_cache(maxsize=64)
@@ -55,9 +62,9 @@ def _turn_documents_sql(dialect: str, spans: int) -> TextClause:
     branches = " UNION ALL ".join(
         f"SELECT {n} AS o, turn_index AS i, "
         f"""'{{"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"session_id":' || :p{n} || """
-        f"""',"role":' || {q("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
-        f"""',"status":' || {q("status")} || ',"created_at":' || {q("created_at")} || """
-        f"""',"finished_at":' || {q("finished_at")} || '}}' AS doc FROM turns """
+        f"""',"role":' || {_plain("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
+        f"""',"status":' || {_plain("status")} || ',"created_at":' || {_plain("created_at")} || """
+        f"""',"finished_at":' || COALESCE({_plain("finished_at")}, 'null') || '}}' AS doc FROM turns """
         f"WHERE session_id = :s{n} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
@@ -70,10 +77,10 @@ def _record_documents_sql(dialect: str, segments: int) -> TextClause:
     q = lambda expression: _quote(dialect, expression)  # noqa: E731
     branches = " UNION ALL ".join(
         f"SELECT {n} AS o, record_index AS i, "
-        f"""'{{"record_id":' || {q("record_id")} || ',"session_id":' || :p{n} || """
+        f"""'{{"record_id":' || {_plain("record_id")} || ',"session_id":' || :p{n} || """
         f"""',"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"index":' || CAST(record_index AS TEXT) || """
         f"""',"type":' || {q("record_type")} || ',"content":' || content || """
-        f"""',"created_at":' || {q("created_at")} || '}}' AS doc FROM records """
+        f"""',"created_at":' || {_plain("created_at")} || '}}' AS doc FROM records """
         f"WHERE session_id = :s{n} AND record_index > :a{n} AND record_index <= :u{n}"
         for n in range(segments)
     )

@@ -32,9 +32,11 @@ class ExportHandlers(Handlers):
     async def export(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        # Streamed: the document's chunks are fetched and joined as the client reads them; every
+        # A long export streams: the document's chunks are fetched and joined as the client reads them; every
         # statement was sent before the response starts, so the diagnostic headers count them all.
         document = await run_in_threadpool(self.export_service.document, principal, session_id)
+        if document.whole is not None:  # a short export, read whole: one body
+            return Response(document.whole, media_type="application/json")
         return StreamingResponse(document.chunks(), media_type="application/json")
 
 
