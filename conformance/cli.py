@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -67,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--junit", help="write JUnit XML here")
     check.add_argument("--markdown", help="append the Markdown summary to this file (e.g. $GITHUB_STEP_SUMMARY)")
     check.add_argument("--html", help="write a self-contained HTML report here")
+    check.add_argument(
+        "--spec-url", metavar="URL",
+        help="with --html: link every requirement id to URL#ID (the rendered spec, e.g. spec/site/index.html where you publish it)",
+    )
     check.add_argument(
         "--profile",
         help="the profile the target claims, NAME or NAME@VERSION, e.g. core or full@1.1.0 "
@@ -201,11 +206,14 @@ def _check(args: argparse.Namespace) -> int:
 def _report_paths(args: argparse.Namespace) -> list[tuple[str, str, Callable[..., None]]]:
     from conformance.reports import write_html, write_json, write_junit, write_markdown
 
+    if args.spec_url is not None and not args.spec_url.startswith(("http://", "https://", "file://")):
+        raise ConfigError(f"--spec-url {args.spec_url!r} is not an http://, https:// or file:// URL")
+    html = functools.partial(write_html, spec_url=args.spec_url) if args.spec_url else write_html
     wanted = (
         ("JSON report", args.report_json, write_json),
         ("JUnit report", args.junit, write_junit),
         ("Markdown summary", args.markdown, write_markdown),
-        ("HTML report", args.html, write_html),
+        ("HTML report", args.html, html),
     )
     return [(what, path, writer) for what, path, writer in wanted if path]
 

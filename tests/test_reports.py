@@ -369,22 +369,21 @@ def test_junit_counts_equal_the_inputs(tmp_path: Path, result: RunResult) -> Non
 
     assert root.tag == "testsuites"
     totals = result.counts()
-    deployment = len(result.deployment_only)
-    assert int(root.get("tests")) == len(result.checks) + deployment
+    # the counts are the console's: one test case per check, deployment-only requirements are no test case
+    assert int(root.get("tests")) == len(result.checks)
     assert int(root.get("failures")) == totals["fail"]
     assert int(root.get("errors")) == totals["error"]
-    assert int(root.get("skipped")) == totals["skipped"] + totals["expected-failure"] + totals["out-of-scope"] + deployment
+    assert int(root.get("skipped")) == totals["skipped"] + totals["not-verified"] + totals["expected-failure"] + totals["out-of-scope"]
 
     suites = root.findall("testsuite")
     assert [s.get("name") for s in suites] == [
         f"session-lineage-conformance.{chapter}"
         for chapter in dict.fromkeys(check.chapter for check in result.checks)
-    ] + ["session-lineage-conformance.deployment-only"]
-    not_verifiable = suites.pop()
-    assert [c.find("skipped").get("message") for c in not_verifiable.findall("testcase")] == [
-        "not verifiable by the suite"
     ]
-    assert not_verifiable.find("testcase").get("name") == "DEPLOY-MULTI-PROCESS-001: Guarantees hold across processes"
+    for suite in suites:  # deployment-only requirements: in every suite's properties
+        properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+        assert properties["deployment_only"] == "not verifiable by the suite: DEPLOY-MULTI-PROCESS-001"
+        assert properties["deployment_only.DEPLOY-MULTI-PROCESS-001"] == "Guarantees hold across processes"
     for suite in suites:
         chapter = suite.get("name").rsplit(".", 1)[1]
         outcomes = Counter(c.outcome for c in result.checks if c.chapter == chapter)
@@ -654,6 +653,16 @@ def test_markdown_omits_empty_sections() -> None:
 # ---------------------------------------------------------------------------------------- console
 
 
+def test_console_names_each_skipped_check_with_its_reason(result: RunResult) -> None:
+    buffer = io.StringIO()
+    render_console(result, make_console(buffer))
+    lines = buffer.getvalue().splitlines()
+    skipped = [check for check in result.checks if check.outcome is Outcome.SKIPPED]
+    assert skipped
+    for check in skipped:
+        assert f"SKIP  {check.name}  [{', '.join(check.requirements)}]  {check.reason}" in lines
+
+
 def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> None:
     buffer = io.StringIO()
     render_console(result, make_console(buffer))
@@ -702,6 +711,22 @@ def test_html_report_is_one_self_contained_file(tmp_path: Path, result: RunResul
     assert "\\x1b" in page and "\x1b" not in page
     assert html_escape(by_name(result, "fork.idempotent_retry").reproducer) in page
     assert "left behind: 2 sessions with prefix slc-0000-" in page
+
+
+def test_html_report_shows_each_cited_requirements_text_and_links_ids_to_the_spec_url(result: RunResult) -> None:
+    import spec
+
+    catalogue = {req["id"]: req for req in spec.requirements()}
+    page = render_html(result)
+    cited = {verdict.id for verdict in result.requirements if verdict.id in catalogue}
+    assert cited
+    for rid in cited:  # the text itself, so the saved page needs nothing else
+        assert html_escape(catalogue[rid]["text"]) in page, rid
+    assert "https://spec.example" not in page
+    linked = render_html(result, "https://spec.example/site/index.html")
+    for rid in {verdict.id for verdict in result.requirements} | {item["id"] for item in result.deployment_only}:
+        assert f'href="https://spec.example/site/index.html#{rid}"' in linked, rid
+    assert render_html(result) == page  # the URL belongs to one rendering only
 
 
 def html_escape(text: str | None) -> str:

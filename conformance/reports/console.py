@@ -93,6 +93,12 @@ def render_console(result: RunResult, console: Console) -> None:
             first = check.message.splitlines()[0] if check.message else ""
         line.append(printable(first if len(first) <= 240 else first[:237] + "..."))
         console.print(line)
+    for check in result.checks:  # skipped checks, named with their reason (the counts alone say too little)
+        if check.outcome is Outcome.SKIPPED:
+            line = Text("SKIP  ", style=STYLES[Outcome.SKIPPED])
+            line.append(f"{check.name}  [{', '.join(check.requirements)}]  ")
+            line.append(printable(check.reason or check.message or "not verifiable in this run"))
+            console.print(line)
     for check in result.checks:
         details = check.details.get(matrix.DETAILS_KEY)
         if details:

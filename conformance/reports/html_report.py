@@ -2,8 +2,10 @@
 
 It opens with the verdict and the profiles reached, then the run's facts (seed, versions, redacted
 configuration), the requirements by chapter, one `<details>` per check with its message and
-reproducer, and the requirements only a deployment can verify. Everything a target controls is
-escaped with `html.escape`.
+reproducer, and the requirements only a deployment can verify. Each requirement is shown with its
+text from the catalogue, so the page stays whole when saved as a CI artifact; with a spec URL
+(`check --spec-url URL`, e.g. the rendered spec/site) every requirement id links to `URL#ID`.
+Everything a target controls is escaped with `html.escape`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ table { border-collapse: collapse; margin: .5em 0; } th, td { border: 1px solid 
 th { background: #f3f3f3; } td.n { text-align: right; } td.bad { color: #b3261e; font-weight: 600; }
 pre { background: #f6f6f6; border: 1px solid #ddd; padding: .6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 details { border: 1px solid #ddd; border-radius: 4px; margin: .3em 0; padding: .2em .6em; }
-summary { cursor: pointer; } code { font-size: .95em; }
+summary { cursor: pointer; } code { font-size: .95em; } .req { color: #444; font-size: .9em; margin-top: .2em; }
 .verdict { font-size: 1.1em; padding: .5em .8em; border-radius: 4px; }
 .conformant { background: #e3f5e1; } .not-conformant { background: #fde2e1; } .incomplete { background: #fff4d6; }
 .o { display: inline-block; min-width: 7.5em; font-weight: 600; }
@@ -37,8 +39,19 @@ summary { cursor: pointer; } code { font-size: .95em; }
 """
 
 
-def render_html(result: RunResult) -> str:
-    """The whole report as one HTML document."""
+_SPEC_URL: list[str | None] = [None]  # the spec URL of the page being rendered
+
+
+def render_html(result: RunResult, spec_url: str | None = None) -> str:
+    """The whole report as one HTML document; requirement ids link to `spec_url#ID` when given."""
+    _SPEC_URL[0] = spec_url.rstrip("#") if spec_url else None
+    try:
+        return _render(result)
+    finally:
+        _SPEC_URL[0] = None
+
+
+def _render(result: RunResult) -> str:
     word = STATUS_WORDS[result.verdict]
     parts = [
         "<!DOCTYPE html>",
@@ -63,10 +76,29 @@ def render_html(result: RunResult) -> str:
     return "\n".join(part for part in parts if part) + "\n"
 
 
-def write_html(result: RunResult, path: str | os.PathLike[str]) -> None:
+def write_html(result: RunResult, path: str | os.PathLike[str], spec_url: str | None = None) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(render_html(result), encoding="utf-8")
+    target.write_text(render_html(result, spec_url), encoding="utf-8")
+
+
+def _catalogue() -> dict[str, dict[str, Any]]:
+    try:
+        return {req["id"]: req for req in spec.requirements()}
+    except (OSError, KeyError, TypeError):
+        return {}
+
+
+def _rid(rid: str) -> str:
+    """A requirement id: a link into the rendered spec when a spec URL was given."""
+    code = f"<code>{_e(rid)}</code>"
+    base = _SPEC_URL[0]
+    return f'<a href="{_e(base)}#{_e(rid)}">{code}</a>' if base else code
+
+
+def _title_and_text(rid: str, title: str, catalogue: dict[str, dict[str, Any]]) -> str:
+    text = (catalogue.get(rid) or {}).get("text")
+    return _e(title) + (f'<div class="req">{_e(text)}</div>' if text else "")
 
 
 def _e(value: Any) -> str:
@@ -148,6 +180,7 @@ def _requirements(result: RunResult) -> str:
     for verdict in result.requirements:
         chapters.setdefault(verdict.chapter, []).append(verdict)
     checks = {check.name: check for check in result.checks}
+    catalogue = _catalogue()
     blocks = ["<h2>Requirements by chapter</h2>"]
     for chapter, verdicts in chapters.items():
         bad = sum(1 for v in verdicts if v.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.XPASS))
@@ -159,7 +192,7 @@ def _requirements(result: RunResult) -> str:
             note = v.reason or _message(v, checks)
             link = _link(v.link)
             rows.append(
-                f"<tr><td><code>{_e(v.id)}</code></td><td>{_e(v.level)}</td><td>{_e(v.title)}</td>"
+                f"<tr><td>{_rid(v.id)}</td><td>{_e(v.level)}</td><td>{_title_and_text(v.id, v.title, catalogue)}</td>"
                 f"<td>{_outcome(v.outcome)}</td><td>{'yes' if v.in_scope else 'no'}</td>"
                 f"<td>{_e(note)}{link}</td><td>{', '.join(f'<code>{_e(c)}</code>' for c in v.checks)}</td></tr>"
             )
@@ -196,7 +229,7 @@ def _check(check: CheckResult) -> str:
         body[0] += f" · check seed {check.seed}"
     body[0] += "</p>"
     if check.failed_requirements:
-        body.append(f"<p>violated: {', '.join(f'<code>{_e(r)}</code>' for r in check.failed_requirements)}</p>")
+        body.append(f"<p>violated: {', '.join(_rid(r) for r in check.failed_requirements)}</p>")
     if check.message:
         body.append(f"<pre>{_e(check.message)}</pre>")
     if check.reason:
@@ -211,7 +244,7 @@ def _check(check: CheckResult) -> str:
     bad = check.outcome in (Outcome.FAIL, Outcome.ERROR, Outcome.XPASS)
     return (
         f"<details{' open' if bad else ''}><summary>{_outcome(check.outcome)} <code>{_e(check.name)}</code> "
-        f'<span class="muted">[{_e(", ".join(ids))}]</span></summary>{"".join(body)}</details>'
+        f'<span class="muted">[{", ".join(_rid(r) for r in ids)}]</span></summary>{"".join(body)}</details>'
     )
 
 
@@ -233,8 +266,10 @@ def _matrix(details: dict[str, Any]) -> str:
 def _deployment_only(result: RunResult) -> str:
     if not result.deployment_only:
         return ""
+    catalogue = _catalogue()
     rows = "".join(
-        f"<tr><td><code>{_e(item['id'])}</code></td><td>{_e(item['level'])}</td><td>{_e(item['title'])}</td><td>{NOT_VERIFIABLE}</td></tr>"
+        f"<tr><td>{_rid(item['id'])}</td><td>{_e(item['level'])}</td><td>{_title_and_text(item['id'], item['title'], catalogue)}</td>"
+        f"<td>{NOT_VERIFIABLE}</td></tr>"
         for item in result.deployment_only
     )
     return (

@@ -3,7 +3,8 @@
 Expected failures, out-of-scope checks, checks not verifiable in this run and checks whose rule
 could not be verified ("not verified: ...") are reported as skipped (they must not turn the CI job red), and an unexpected pass is a passing test case that
 says so, because the verdict, not the XML, decides the exit code. Deployment-only requirements
-form one more suite of skipped cases, "not verifiable by the suite".
+are no test cases (the counts match the console's): each chapter suite's properties list them,
+"not verifiable by the suite".
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def build_junit(result: RunResult) -> ET.Element:
     if result.claim:
         facts.append(("claim", f"{result.claim['profile']}@{result.claim['version']}"))
     facts += [(f"profile.{p.name}", p.status) for p in result.profiles]
+    if result.deployment_only:
+        facts.append(("deployment_only", f"{NOT_VERIFIABLE}: {', '.join(item['id'] for item in result.deployment_only)}"))
+        facts += [(f"deployment_only.{item['id']}", item["title"]) for item in result.deployment_only]
     for chapter, checks in chapters.items():
         suite = ET.SubElement(root, "testsuite", _totals(checks, f"{SUITE_NAME}.{chapter}"))
         suite.set("timestamp", result.started_at)
@@ -45,26 +49,6 @@ def build_junit(result: RunResult) -> ET.Element:
             ET.SubElement(properties, "property", name=name, value=printable(value))
         for check in checks:
             suite.append(_testcase(check))
-    if result.deployment_only:
-        count = str(len(result.deployment_only))
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            name=f"{SUITE_NAME}.deployment-only",
-            tests=count,
-            failures="0",
-            errors="0",
-            skipped=count,
-            time="0.000",
-            timestamp=result.started_at,
-        )
-        for item in result.deployment_only:
-            case = ET.SubElement(
-                suite, "testcase", classname="conformance.deployment-only", name=printable(f"{item['id']}: {item['title']}"), time="0.000"
-            )
-            ET.SubElement(case, "skipped", message=NOT_VERIFIABLE)
-        for attribute in ("tests", "skipped"):
-            root.set(attribute, str(int(root.get(attribute, "0")) + len(result.deployment_only)))
     return root
 
 
