@@ -19,6 +19,7 @@ YAML_FILES = sorted(
     for folder in (ROOT / "spec", ROOT / "fixtures")
     for pattern in ("*.yaml", "*.yml")
     for path in folder.rglob(pattern)
+    if "node_modules" not in path.parts  # spec/site/tools' npm packages: not the project's YAML
 )
 
 
