@@ -159,11 +159,12 @@ def _check(args: argparse.Namespace) -> int:
             "skip_preflight": args.skip_preflight,
         }
         if args.embedded:
-            from conformance.embedded import reference_server
+            from conformance.embedded import embedded_log, reference_server
 
             where = args.embedded_database_url.split("://")[0] if args.embedded_database_url else "SQLite"
-            console.print(f"[dim]starting the embedded reference server ({where})…[/dim]")
-            server = stack.enter_context(reference_server(args.embedded_database_url))
+            log = embedded_log()
+            console.print(f"[dim]starting the embedded reference server ({where}; its log: {log})…[/dim]", highlight=False)
+            server = stack.enter_context(reference_server(args.embedded_database_url, log_file=log))
             overrides.update(target=server.url, tokens=list(server.tokens))
         config = load(args.config, overrides)
         checks = all_checks()
@@ -179,7 +180,7 @@ def _check(args: argparse.Namespace) -> int:
         render_preflight(preflight.items, console)
         if not preflight.ok:
             return EXIT_USAGE
-        display = ProgressDisplay(console, len(selected), enabled=not args.quiet)
+        display = ProgressDisplay(console, len(selected), enabled=not args.quiet, checks=selected)
         with display:
             result = run(
                 config,

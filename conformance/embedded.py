@@ -6,6 +6,7 @@ runs against any server without it; `session-lineage serve` goes through `serve_
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import tempfile
@@ -14,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -23,6 +25,23 @@ from starlette.types import ASGIApp
 class RunningServer:
     url: str
     tokens: tuple[str, ...]
+    log: str | None = None  # the file the server logs to, when not the console
+
+
+def _log_config(log_file: str | os.PathLike[str]) -> dict[str, Any]:
+    """uvicorn's loggers into a file: the suite's own protocol probes make the server warn
+    ("Invalid HTTP request received"), which belongs in the server's log, not in the run's output."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {"file": {"class": "logging.FileHandler", "filename": str(log_file), "formatter": "plain", "encoding": "utf-8"}},
+        "loggers": {
+            "uvicorn": {"handlers": ["file"], "level": "INFO", "propagate": False},
+            "uvicorn.error": {"handlers": [], "level": "INFO", "propagate": True},
+            "uvicorn.access": {"handlers": ["file"], "level": "WARNING", "propagate": False},
+        },
+    }
 
 
 def free_port() -> int:
@@ -32,10 +51,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve_app(app: ASGIApp, tokens: tuple[str, ...] = ()) -> Iterator[RunningServer]:
-    """Serve an ASGI app with uvicorn on a background thread until the block ends."""
+def serve_app(
+    app: ASGIApp, tokens: tuple[str, ...] = (), log_file: str | os.PathLike[str] | None = None
+) -> Iterator[RunningServer]:
+    """Serve an ASGI app with uvicorn on a background thread until the block ends; its log goes
+    to `log_file` when given (else warnings to the console, as uvicorn does)."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    logging_config = {"log_config": _log_config(log_file)} if log_file is not None else {}
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **logging_config)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"embedded-server-{port}", daemon=True)
     thread.start()
@@ -45,7 +68,7 @@ def serve_app(app: ASGIApp, tokens: tuple[str, ...] = ()) -> Iterator[RunningSer
     if not server.started:
         raise RuntimeError("the embedded server did not start")
     try:
-        yield RunningServer(f"http://127.0.0.1:{port}", tokens)
+        yield RunningServer(f"http://127.0.0.1:{port}", tokens, str(log_file) if log_file is not None else None)
     finally:
         server.should_exit = True
         thread.join(timeout=10)
@@ -63,8 +86,11 @@ EMBEDDED_PRINCIPALS = (
 
 
 @contextmanager
-def reference_server(database_url: str | None = None, **settings_overrides: object) -> Iterator[RunningServer]:
-    """The reference server on a temporary SQLite database with a token for each suite role."""
+def reference_server(
+    database_url: str | None = None, log_file: str | os.PathLike[str] | None = None, **settings_overrides: object
+) -> Iterator[RunningServer]:
+    """The reference server on a temporary SQLite database with a token for each suite role; its
+    log goes to `log_file` when given."""
     from reference_impl.http import create_app
     from reference_impl.settings import Settings
 
@@ -77,8 +103,15 @@ def reference_server(database_url: str | None = None, **settings_overrides: obje
             projects=dict(EMBEDDED_PRINCIPALS),
             **settings_overrides,  # type: ignore[arg-type]
         )
-        with serve_app(create_app(settings), tokens) as running:
+        with serve_app(create_app(settings), tokens, log_file) as running:
             yield running
+
+
+def embedded_log() -> Path:
+    """A fresh file for the embedded server's log, kept after the run (in the temporary directory)."""
+    handle, name = tempfile.mkstemp(prefix="session-lineage-embedded-", suffix=".log")
+    os.close(handle)
+    return Path(name)
 
 
 def serve_main(argv: Sequence[str]) -> int:

@@ -102,9 +102,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "strict": config.getoption("--sl-strict"),
     }
     if config.getoption("--sl-embedded"):
-        from conformance.embedded import reference_server
+        from conformance.embedded import embedded_log, reference_server
 
-        server = stack.enter_context(reference_server())
+        server = stack.enter_context(reference_server(log_file=embedded_log()))
         overrides.update(target=server.url, tokens=list(server.tokens))
     try:
         suite_config = load(config.getoption("--sl-config"), overrides)
