@@ -231,3 +231,34 @@ def test_extraction(text: str, statuses: set[int], kinds: set[str], headers: set
     assert named_statuses(text) == statuses
     assert named_problem_kinds(text) == kinds
     assert named_headers(text) == headers
+
+
+# Phrases a rule uses for "every operation", and the operations each one means, derived from the
+# OpenAPI document: a rule whose text uses one lists exactly those (or `all`).
+EVERY_OPERATION = {
+    "Every operation but `GET /capabilities`": lambda op, path: op != "getCapabilities",
+    "every operation the server offers whose path names a session": lambda op, path: "{session_id}" in path,
+    "on every operation": lambda op, path: True,
+}
+
+
+def test_rules_about_every_operation_list_every_operation() -> None:
+    paths = {
+        operation["operationId"]: path
+        for path, item in spec.openapi()["paths"].items()
+        for operation in item.values()
+        if isinstance(operation, dict) and "operationId" in operation
+    }
+    for req in REQUIREMENTS:
+        text = " ".join(req["text"].split())
+        if "every operation" not in text.lower():
+            continue
+        phrases = [phrase for phrase in EVERY_OPERATION if phrase in text]
+        assert phrases, f"{req['id']} speaks of every operation in words EVERY_OPERATION does not know: derive them"
+        if req["operations"] == "all":
+            continue
+        expected = {op for op, path in paths.items() if EVERY_OPERATION[phrases[0]](op, path)}
+        assert set(req["operations"]) == expected, (
+            f"{req['id']} says {phrases[0]!r}: missing {sorted(expected - set(req['operations']))}, "
+            f"extra {sorted(set(req['operations']) - expected)}"
+        )
