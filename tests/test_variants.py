@@ -46,13 +46,19 @@ def not_passing(result: RunResult, allowed: set[str] = frozenset()) -> list[str]
 
 # ---------------------------------------------------------------- permitted variants pass
 def test_limits_at_the_spec_minimums_pass_the_whole_suite(tmp_path: Any) -> None:
-    """Page 10, batch 3, record 1024, request 16384, depth 5, lease 2 s, key lifetime 2 s."""
-    result = run_variant(variants.minimum_limits, tmp_path)
-    assert not not_passing(result, NOT_APPLICABLE_WITH_EVERY_CAPABILITY), not_passing(result, NOT_APPLICABLE_WITH_EVERY_CAPABILITY)
+    """Every minimum of CAP-LIMITS-001 at once: page 10 and default page 1, batch 3, record 1024,
+    request 16384, depth 5, key lifetime 1 s, lease 2 s, attachments 64 KiB. Conformant to `full`;
+    the two expiries are waited out (pass) or, on a machine too slow to establish the margin, not
+    verified - never failed."""
+    result = run_variant(variants.minimum_limits, tmp_path, strict=False)
+    timing = {"fork.key_lifetime", "leases.lease_expires"}
+    allowed = NOT_APPLICABLE_WITH_EVERY_CAPABILITY | {c.name for c in result.checks if c.name in timing and c.outcome is Outcome.NOT_VERIFIED}
+    assert not not_passing(result, allowed), not_passing(result, allowed)
     assert len(result.checks) == len(all_checks())
+    assert result.capabilities is not None and result.capabilities["limits"]["default_page_size"] == 1
+    assert result.capabilities["limits"]["idempotency_key_lifetime_seconds"] == 1
     by_name = {c.name: c.outcome for c in result.checks}
-    assert by_name["fork.key_lifetime"] is Outcome.PASS  # a 2-second key lifetime is waited out
-    assert by_name["leases.lease_expires"] is Outcome.PASS
+    assert {by_name[name] for name in timing} <= {Outcome.PASS, Outcome.NOT_VERIFIED}
     assert result.verdict is Verdict.CONFORMANT and result.exit_code == 0
 
 

@@ -270,7 +270,8 @@ def turn_at_every_position(ctx: CheckContext) -> None:
         f"a turn of {size + 2} records gave {len(body['records'])} (has_more {body['has_more']}); expected the first "
         f"{size} (max_page_size) and has_more true",
     )
-    rest = ctx.alice.get(f"/sessions/{long_session}/transcript", params={"cursor": body.get("next_cursor")})
+    # `limit`: a page without one holds `default_page_size` records, which may be 1 (CAP-LIMITS-001)
+    rest = ctx.alice.get(f"/sessions/{long_session}/transcript", params={"cursor": body.get("next_cursor"), "limit": size})
     ctx.expect_status(rest, 200, None, "TURN-POS-READ-001")
     ctx.expect(ctx.keys(rest.json().get("records", [])) == ctx.keys(written[size:]),
                "the transcript read from next_cursor does not give the rest of the turn")

@@ -23,16 +23,18 @@ from reference_impl.services.fork import ForkOutcome, ForkService
 from reference_impl.settings import Limits, Settings
 from tests.mutants import app_with_service, reference_app
 
-# CAP-LIMITS-001: the smallest limits a server may advertise (key lifetime 2 s, so its expiry is checked).
+# CAP-LIMITS-001: the smallest limits a server may advertise, every one of them (default_page_size 1,
+# key lifetime 1 s, attachments of 64 KiB), and the smallest the chapters' own limit rules allow.
 MINIMUM_LIMITS = Limits(
     max_lineage_depth=5,
     max_page_size=10,
-    default_page_size=10,
+    default_page_size=1,
     max_record_bytes=1024,
     max_records_per_append=3,
-    max_request_bytes=16384,
-    idempotency_key_lifetime_seconds=2,
+    max_request_bytes=16384,  # at least 16384 and at least max_record_bytes + 1024
+    idempotency_key_lifetime_seconds=1,
     max_lease_seconds=2,
+    max_attachment_bytes=65536,
     max_context_record_bytes=64,  # CONTEXT-LIMITS-001: at least 64, at most max_record_bytes / 8
     max_context_bytes=256,  # and at least 4 times the record cap
     max_import_line_bytes=1024,  # IMPORT-LIMITS-001
