@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import and_
 from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.sql.elements import BindParameter
 
 from reference_impl.store import tables as t
 from reference_impl.store.rows import LineageRow, SessionRow, TurnRow
@@ -35,10 +36,12 @@ SESSIONS_WITH_LINEAGE = t.sessions.outerjoin(
 GRANT_ROLE = t.session_grants.c.role.label("g_role")
 
 
-def sessions_seen_by(viewer: str | None) -> Any:
-    """Sessions with their lineage and the grant the viewer holds on each (none without a viewer)."""
+def sessions_seen_by(viewer: Any) -> Any:
+    """Sessions with their lineage and the grant the viewer holds on each (none without a viewer).
+    `viewer`: a principal, None, or a bound parameter (a statement built once)."""
     grants = t.session_grants
-    on = and_(grants.c.session_id == t.sessions.c.session_id, grants.c.principal == (viewer or ""))
+    principal = viewer if isinstance(viewer, BindParameter) else (viewer or "")
+    on = and_(grants.c.session_id == t.sessions.c.session_id, grants.c.principal == principal)
     return SESSIONS_WITH_LINEAGE.outerjoin(grants, on)
 
 

@@ -4,22 +4,107 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from functools import lru_cache
+
+from sqlalchemy import and_, bindparam, insert, or_, select, update
+from sqlalchemy.sql import Select
 
 from reference_impl.store import tables as t
 from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by, turn_from
 from reference_impl.store.rows import LeaseRow, SessionRow, TurnRow
 
 
+# The statements every request sends, built once with parameters (`:session_id`, `:viewer`):
+# SQLAlchemy then neither rebuilds them nor recomputes their cache key on every call.
+_SESSION_ID = bindparam("session_id")
+
+
+@lru_cache(maxsize=1)
+def _session_query() -> Select[Any]:
+    return (
+        select(*SESSION_COLUMNS, GRANT_ROLE)
+        .select_from(sessions_seen_by(bindparam("viewer")))
+        .where(t.sessions.c.session_id == _SESSION_ID)
+    )
+
+
+@lru_cache(maxsize=2)
+def _session_for_write_query(lock: bool) -> Select[Any]:
+    leases = t.session_leases
+    query = (
+        select(
+            *SESSION_COLUMNS,
+            GRANT_ROLE,
+            leases.c.lease_id.label("w_lease_id"),
+            leases.c.principal.label("w_principal"),
+            leases.c.expires_at.label("w_expires_at"),
+        )
+        .select_from(sessions_seen_by(bindparam("viewer")).outerjoin(leases, leases.c.session_id == t.sessions.c.session_id))
+        .where(t.sessions.c.session_id == _SESSION_ID)
+    )
+    return query.with_for_update(of=t.sessions) if lock else query
+
+
+@lru_cache(maxsize=1)
+def _turn_query() -> Select[Any]:
+    return select(t.turns).where(t.turns.c.turn_id == bindparam("turn_id"))
+
+
+@lru_cache(maxsize=1)
+def _claim_turn_slot_query() -> Any:
+    sessions = t.sessions
+    return (
+        update(sessions)
+        .where(
+            sessions.c.session_id == bindparam("p_session_id"),
+            sessions.c.running_turn_id.is_(None),
+            sessions.c.suspended_turn_id.is_(None),  # a suspended or interrupted turn holds the slot too
+        )
+        .values(running_turn_id=bindparam("p_turn_id"), turn_count=sessions.c.turn_count + 1, version=sessions.c.version + 1)
+        .returning(sessions.c.turn_count, sessions.c.record_count)
+    )
+
+
+@lru_cache(maxsize=1)
+def _release_slot_query() -> Any:
+    sessions = t.sessions
+    return (
+        update(sessions)
+        .where(sessions.c.running_turn_id == bindparam("p_turn_id"))
+        .values(running_turn_id=None, version=sessions.c.version + 1)
+        .returning(sessions.c.record_count)
+    )
+
+
+@lru_cache(maxsize=1)
+def _close_turn_query() -> Any:
+    return (
+        update(t.turns)
+        .where(t.turns.c.turn_id == bindparam("p_turn_id"))
+        .values(status=bindparam("p_status"), finished_at=bindparam("p_finished_at"), end_record_index=bindparam("p_end"))
+    )
+
+
+@lru_cache(maxsize=1)
+def _reserve_query() -> Any:
+    sessions = t.sessions
+    return (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("p_session_id"), sessions.c.running_turn_id == bindparam("p_turn_id"))
+        .values(record_count=sessions.c.record_count + bindparam("p_count"), version=sessions.c.version + 1)
+        .returning(sessions.c.record_count)
+    )
+
+
+_INSERT_SESSION = insert(t.sessions)
+_INSERT_TURN = insert(t.turns)
+_INSERT_RECORDS = insert(t.records)
+
+
 class SessionStatements(Statements):
     def session(self, session_id: str, viewer: str | None = None) -> SessionRow | None:
         """The session with its lineage and, for a viewer, the grant it holds: one statement."""
-        query = (
-            select(*SESSION_COLUMNS, GRANT_ROLE)
-            .select_from(sessions_seen_by(viewer))
-            .where(t.sessions.c.session_id == session_id)
-        )
-        row = self.conn.execute(query).mappings().first()
+        row = self.conn.execute(_session_query(), {"session_id": session_id, "viewer": viewer or ""}).mappings().first()
         return session_from(row, viewer) if row else None
 
     def session_for_write(
@@ -27,21 +112,8 @@ class SessionStatements(Statements):
     ) -> tuple[SessionRow, LeaseRow | None] | None:
         """The session, the viewer's grant and the writer lease (held or expired): the one statement
         a write needs. With `lock`, the session row stays locked until the transaction ends."""
-        leases = t.session_leases
-        query = (
-            select(
-                *SESSION_COLUMNS,
-                GRANT_ROLE,
-                leases.c.lease_id.label("w_lease_id"),
-                leases.c.principal.label("w_principal"),
-                leases.c.expires_at.label("w_expires_at"),
-            )
-            .select_from(sessions_seen_by(viewer).outerjoin(leases, leases.c.session_id == t.sessions.c.session_id))
-            .where(t.sessions.c.session_id == session_id)
-        )
-        if lock:
-            query = query.with_for_update(of=t.sessions)
-        row = self.conn.execute(query).mappings().first()
+        params = {"session_id": session_id, "viewer": viewer or ""}
+        row = self.conn.execute(_session_for_write_query(lock), params).mappings().first()
         if row is None:
             return None
         lease = None
@@ -50,10 +122,10 @@ class SessionStatements(Statements):
         return session_from(row, viewer), lease
 
     def insert_session(self, row: dict[str, Any]) -> None:
-        self.conn.execute(insert(t.sessions).values(**row))
+        self.conn.execute(_INSERT_SESSION, row)
 
     def turn(self, turn_id: str) -> TurnRow | None:
-        row = self.conn.execute(select(t.turns).where(t.turns.c.turn_id == turn_id)).mappings().first()
+        row = self.conn.execute(_turn_query(), {"turn_id": turn_id}).mappings().first()
         return turn_from(row) if row else None
 
     def last_finished_turn(
@@ -76,53 +148,30 @@ class SessionStatements(Statements):
 
     def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
         """Mark the session as running `turn_id`; (turn index, first record index) or None."""
-        query = (
-            update(t.sessions)
-            .where(
-                t.sessions.c.session_id == session_id,
-                t.sessions.c.running_turn_id.is_(None),
-                t.sessions.c.suspended_turn_id.is_(None),  # a suspended or interrupted turn holds the slot too
-            )
-            .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1, version=t.sessions.c.version + 1)
-            .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
-        )
-        row = self.conn.execute(query).first()
+        row = self.conn.execute(_claim_turn_slot_query(), {"p_session_id": session_id, "p_turn_id": turn_id}).first()
         return (row[0] - 1, row[1]) if row else None
 
     def insert_turn(self, row: dict[str, Any]) -> None:
-        self.conn.execute(insert(t.turns).values(**row))
+        self.conn.execute(_INSERT_TURN, row)
 
     def finish_turn(self, turn_id: str, status: str, finished_at: str) -> int | None:
         """Close a running turn; returns its end record index (exclusive) or None."""
-        release = (
-            update(t.sessions)
-            .where(t.sessions.c.running_turn_id == turn_id)
-            .values(running_turn_id=None, version=t.sessions.c.version + 1)
-            .returning(t.sessions.c.record_count)
-        )
-        row = self.conn.execute(release).first()
+        row = self.conn.execute(_release_slot_query(), {"p_turn_id": turn_id}).first()
         if row is None:
             return None
         self.conn.execute(
-            update(t.turns)
-            .where(t.turns.c.turn_id == turn_id)
-            .values(status=status, finished_at=finished_at, end_record_index=row[0])
+            _close_turn_query(), {"p_turn_id": turn_id, "p_status": status, "p_finished_at": finished_at, "p_end": row[0]}
         )
         return int(row[0])
 
     def reserve_record_indexes(self, session_id: str, turn_id: str, count: int) -> int | None:
         """Reserve `count` record indexes for the running turn; the first index, or None."""
-        query = (
-            update(t.sessions)
-            .where(t.sessions.c.session_id == session_id, t.sessions.c.running_turn_id == turn_id)
-            .values(record_count=t.sessions.c.record_count + count, version=t.sessions.c.version + 1)
-            .returning(t.sessions.c.record_count)
-        )
-        row = self.conn.execute(query).first()
+        params = {"p_session_id": session_id, "p_turn_id": turn_id, "p_count": count}
+        row = self.conn.execute(_reserve_query(), params).first()
         return int(row[0]) - count if row else None
 
     def insert_records(self, rows: list[dict[str, Any]]) -> None:
-        self.records_conn.execute(insert(t.records), rows)
+        self.records_conn.execute(_INSERT_RECORDS, rows)
 
     def release_record_indexes(self, session_id: str, turn_id: str, first: int, count: int) -> bool:
         """Give back indexes reserved for records that were never written, if no one came after."""

@@ -3,7 +3,10 @@ idempotency record, the one-statement claim of a whole turn, and the undo of an 
 
 from __future__ import annotations
 
-from sqlalchemy import and_, delete, select, update
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import and_, bindparam, delete, select, update
 
 from reference_impl.store import tables as t
 from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by
@@ -19,27 +22,55 @@ _KEY_COLUMNS = [
 ]
 
 
+@lru_cache(maxsize=2)
+def _session_for_turn_write_query(keyed: bool) -> Any:
+    """Built once per shape, with parameters (`:session_id`, `:viewer`, `:key`)."""
+    leases, keys = t.session_leases, t.idempotency_keys
+    viewer = bindparam("viewer")
+    source = sessions_seen_by(viewer).outerjoin(leases, leases.c.session_id == t.sessions.c.session_id)
+    columns = [
+        *SESSION_COLUMNS,
+        GRANT_ROLE,
+        leases.c.lease_id.label("w_lease_id"),
+        leases.c.principal.label("w_principal"),
+        leases.c.expires_at.label("w_expires_at"),
+    ]
+    if keyed:
+        source = source.outerjoin(keys, and_(keys.c.principal == viewer, keys.c.idempotency_key == bindparam("key")))
+        columns += _KEY_COLUMNS
+    return select(*columns).select_from(source).where(t.sessions.c.session_id == bindparam("session_id"))
+
+
+@lru_cache(maxsize=2)
+def _claim_turn_write_query(finish: bool) -> Any:
+    sessions = t.sessions
+    return (
+        update(sessions)
+        .where(
+            sessions.c.session_id == bindparam("p_session_id"),
+            sessions.c.running_turn_id.is_(None),
+            sessions.c.suspended_turn_id.is_(None),  # a suspended turn holds the slot too
+        )
+        .values(
+            running_turn_id=None if finish else bindparam("p_turn_id"),
+            turn_count=sessions.c.turn_count + 1,
+            record_count=sessions.c.record_count + bindparam("p_count"),
+            version=sessions.c.version + 1,
+        )
+        .returning(sessions.c.turn_count, sessions.c.record_count, sessions.c.child_count)
+    )
+
+
 class TurnWriteStatements(Statements):
     def session_for_turn_write(
         self, session_id: str, viewer: str, key: str | None
     ) -> tuple[SessionRow, LeaseRow | None, IdempotencyRow | None] | None:
         """The session, the viewer's grant, the writer lease and the viewer's record of `key`:
         one statement, so an idempotent write costs no extra round trip to find its replay."""
-        leases, keys = t.session_leases, t.idempotency_keys
-        source = sessions_seen_by(viewer).outerjoin(leases, leases.c.session_id == t.sessions.c.session_id)
-        columns = [
-            *SESSION_COLUMNS,
-            GRANT_ROLE,
-            leases.c.lease_id.label("w_lease_id"),
-            leases.c.principal.label("w_principal"),
-            leases.c.expires_at.label("w_expires_at"),
-        ]
+        params = {"session_id": session_id, "viewer": viewer or ""}
         if key is not None:
-            source = source.outerjoin(keys, and_(keys.c.principal == viewer, keys.c.idempotency_key == key))
-            columns += _KEY_COLUMNS
-        row = self.conn.execute(
-            select(*columns).select_from(source).where(t.sessions.c.session_id == session_id)
-        ).mappings().first()
+            params["key"] = key
+        row = self.conn.execute(_session_for_turn_write_query(key is not None), params).mappings().first()
         if row is None:
             return None
         lease = None
@@ -62,22 +93,10 @@ class TurnWriteStatements(Statements):
         """Start a turn with `count` records reserved, in one statement: (turn index, first record
         index, child count) or None when another turn is running. A finished turn leaves the
         session free (`finish`); otherwise the turn is the session's running one."""
-        query = (
-            update(t.sessions)
-            .where(
-                t.sessions.c.session_id == session_id,
-                t.sessions.c.running_turn_id.is_(None),
-                t.sessions.c.suspended_turn_id.is_(None),  # a suspended turn holds the slot too
-            )
-            .values(
-                running_turn_id=None if finish else turn_id,
-                turn_count=t.sessions.c.turn_count + 1,
-                record_count=t.sessions.c.record_count + count,
-                version=t.sessions.c.version + 1,
-            )
-            .returning(t.sessions.c.turn_count, t.sessions.c.record_count, t.sessions.c.child_count)
-        )
-        row = self.conn.execute(query).first()
+        params: dict[str, Any] = {"p_session_id": session_id, "p_count": count}
+        if not finish:
+            params["p_turn_id"] = turn_id
+        row = self.conn.execute(_claim_turn_write_query(finish), params).first()
         return (int(row[0]) - 1, int(row[1]) - count, int(row[2] or 0)) if row else None
 
     def undo_turn_write(
