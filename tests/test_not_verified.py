@@ -101,6 +101,13 @@ def test_every_report_renders_not_verified() -> None:
     assert skipped is not None and skipped.get("message") == "not verified: no write diagnostics <here>"
     markdown = render_markdown(result)
     assert "| not verified | 1 | 1 |" in markdown and "### Not verified (the rule applies" in markdown
+    import io
+
+    from conformance.reports import make_console, render_console
+
+    buffer = io.StringIO()
+    render_console(result, make_console(buffer))
+    assert "NOT VERIFIED  fork.no_copy_bytes  [FORK-NO-COPY-001]  no write diagnostics <here>" in buffer.getvalue()
     html = render_html(result)
     assert '<span class="o not-verified">not verified</span>' in html and "&lt;here&gt;" in html
 

@@ -93,9 +93,10 @@ def render_console(result: RunResult, console: Console) -> None:
             first = check.message.splitlines()[0] if check.message else ""
         line.append(printable(first if len(first) <= 240 else first[:237] + "..."))
         console.print(line)
-    for check in result.checks:  # skipped checks, named with their reason (the counts alone say too little)
-        if check.outcome is Outcome.SKIPPED:
-            line = Text("SKIP  ", style=STYLES[Outcome.SKIPPED])
+    for check in result.checks:  # skipped and not-verified checks, named with their reason (the counts alone say too little)
+        if check.outcome in (Outcome.SKIPPED, Outcome.NOT_VERIFIED):
+            label = "SKIP  " if check.outcome is Outcome.SKIPPED else "NOT VERIFIED  "
+            line = Text(label, style=STYLES[check.outcome])
             line.append(f"{check.name}  [{', '.join(check.requirements)}]  ")
             line.append(printable(check.reason or check.message or "not verifiable in this run"))
             console.print(line)
