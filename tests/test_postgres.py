@@ -97,3 +97,27 @@ def test_serve_with_workers_shares_one_database(postgres_url: str, tmp_path) -> 
     with server_processes(postgres_url, tmp_path, count=1, args=["--workers", "2"]) as servers:
         result = suite([servers[0].url], select=["fork.concurrent", "leases.concurrent", "fork.forks_while", "transcript.effective_order"])
     assert result.verdict is Verdict.CONFORMANT, [c.message for c in result.checks if c.outcome is not Outcome.PASS]
+
+
+def test_listings_keep_code_point_order_on_a_database_with_a_locale_collation(postgres_server: str) -> None:
+    """An ICU `en` database orders `a` before `B`; the listings must still be in code-point order."""
+    import secrets
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    name = f"sl_icu_{secrets.token_hex(6)}"
+    admin = create_engine(make_url(postgres_server).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'C.UTF-8'"))
+    try:
+        url = make_url(postgres_server).set(database=name).render_as_string(hide_password=False)
+        with reference_server(url) as server:
+            result = run(load(overrides={"target": server.url, "tokens": list(server.tokens), "seed": 5,
+                                         "select": ["authorization.list", "authorization.listing_order"]}, environ={}))
+        assert len(result.checks) == 3
+        assert all(c.outcome is Outcome.PASS for c in result.checks), [c.message for c in result.checks]
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -12,8 +12,11 @@ from reference_impl.store import tables as t
 from reference_impl.store.common import SESSION_COLUMNS, Statements, session_from
 from reference_impl.store.rows import SessionRow
 
-DESCENDANTS_SQL = text(
-    """
+# Listings are in code-point order of ids (LIST-SESSIONS-001). SQLite compares text by bytes; a
+# PostgreSQL database may have a locale or ICU collation (`a` before `B`), so it is told.
+CODE_POINTS = {"postgresql": ' COLLATE "C"'}
+
+DESCENDANTS_SQL = """
 WITH RECURSIVE family(session_id, hops) AS (
     SELECT l.session_id, 1 FROM session_lineage l WHERE l.parent_session_id = :session_id
   UNION ALL
@@ -33,28 +36,29 @@ FROM family f
 JOIN sessions s ON s.session_id = f.session_id
 LEFT JOIN session_lineage l ON l.session_id = s.session_id
 LEFT JOIN session_grants g ON g.session_id = s.session_id AND g.principal = :viewer
-WHERE s.deleted_at IS NULL AND (s.owner = :viewer OR g.role IS NOT NULL) AND s.session_id > :after
-ORDER BY s.session_id
+WHERE s.deleted_at IS NULL AND (s.owner = :viewer OR g.role IS NOT NULL) AND s.session_id{collate} > :after
+ORDER BY s.session_id{collate}
 LIMIT :limit
 """
-)
 
 
 class ListingStatements(Statements):
     def visible_sessions(self, viewer: str, after: str, limit: int) -> list[SessionRow]:
         """Sessions the viewer owns or holds a grant on, not deleted, after `after` in key order."""
         sessions, grants = t.sessions, t.session_grants
+        collation = CODE_POINTS.get(self.conn.dialect.name)
+        key = (lambda column: column.collate("C")) if collation else (lambda column: column)
         owned = (
             select(sessions.c.session_id.label("sid"), literal(None).label("g_role"))
-            .where(sessions.c.owner == viewer, sessions.c.deleted_at.is_(None), sessions.c.session_id > after)
-            .order_by(sessions.c.session_id)
+            .where(sessions.c.owner == viewer, sessions.c.deleted_at.is_(None), key(sessions.c.session_id) > after)
+            .order_by(key(sessions.c.session_id))
             .limit(limit)
         )
         granted = (
             select(grants.c.session_id.label("sid"), grants.c.role.label("g_role"))
             .join(sessions, sessions.c.session_id == grants.c.session_id)
-            .where(grants.c.principal == viewer, sessions.c.deleted_at.is_(None), grants.c.session_id > after)
-            .order_by(grants.c.session_id)
+            .where(grants.c.principal == viewer, sessions.c.deleted_at.is_(None), key(grants.c.session_id) > after)
+            .order_by(key(grants.c.session_id))
             .limit(limit)
         )
         visible = union_all(owned.subquery().select(), granted.subquery().select()).subquery("visible")
@@ -65,15 +69,16 @@ class ListingStatements(Statements):
                     t.session_lineage, t.session_lineage.c.session_id == sessions.c.session_id
                 )
             )
-            .order_by(sessions.c.session_id)
+            .order_by(key(sessions.c.session_id))
             .limit(limit)
         )
         return [session_from(row, viewer) for row in self.conn.execute(query).mappings()]
 
     def descendants(self, session_id: str, viewer: str, after: str, limit: int, max_hops: int) -> list[SessionRow]:
         """Descendants of the session the viewer owns or holds a grant on, not deleted, in key order."""
+        collate = CODE_POINTS.get(self.conn.dialect.name, "")
         rows = self.conn.execute(
-            DESCENDANTS_SQL,
+            text(DESCENDANTS_SQL.format(collate=collate)),
             {"session_id": session_id, "viewer": viewer, "after": after, "limit": limit, "max_hops": max_hops},
         ).mappings()
         return [session_from(row, viewer) for row in rows]

@@ -67,3 +67,44 @@ def list_descendants(ctx: CheckContext) -> None:
     ctx.expect_status(alice.get(f"/sessions/{rid}/descendants", params={"limit": 0}), 422, "invalid-request", "LIST-DESCENDANTS-001")
     cursor = alice.get(f"/sessions/{rid}/descendants", params={"limit": 1}).json()["next_cursor"]
     ctx.expect_status(alice.get(f"/sessions/{first}/descendants", params={"cursor": cursor}), 400, "invalid-cursor", "LIST-DESCENDANTS-001")
+
+
+# Ids that differ only in case, digits and punctuation: code-point order puts `-` < digits < upper
+# case < `_` < lower case, which a case-folding or locale collation does not.
+ADVERSARIAL_SUFFIXES = ("A", "a", "B", "b", "Z", "z", "0", "9", "_", "-", "_a", "-a", "aA", "Aa", "a_", "a-")
+
+
+@check("LIST-SESSIONS-001", title="The listing keeps code-point order under ids differing in case and punctuation, "
+       "and lists once each session that exists throughout while others come and go between pages", needs=("sharing",))
+def listing_order_under_adversarial_ids(ctx: CheckContext) -> None:
+    (erin,) = ctx.principals("outsider")  # another project: the listing holds few sessions besides these
+    base = ctx.new_id("o") + "-"
+    ids = [base + suffix for suffix in ADVERSARIAL_SUFFIXES] + [base + "z" * (128 - len(base))]
+    for sid in ctx.rng.sample(ids, len(ids)):  # created in a random order
+        ctx.create_session(erin, session_id=sid)
+    listed: list[str] = []
+    cursor, gone_before_listed, inserted = None, None, base + "a0"
+    for page_number in range(10_000):
+        response = erin.get("/sessions", params={"cursor": cursor, "limit": 2})
+        ctx.expect_status(response, 200, None, "LIST-SESSIONS-001")
+        page = response.json()
+        listed.extend(item["session"]["session_id"] for item in page["sessions"])
+        if page_number == 0:  # between the first and second page: one deleted on each side, one inserted
+            mine = [sid for sid in listed if sid.startswith(base)]
+            ahead = max(set(ids) - set(mine))
+            for sid in ([mine[0]] if mine else []) + [ahead]:
+                ctx.expect_status(erin.request("DELETE", f"/sessions/{sid}"), 204, None, "DEL-SOFT-001")
+            gone_before_listed = ahead
+            ctx.create_session(erin, session_id=inserted)
+        if not page["has_more"]:
+            break
+        cursor = page["next_cursor"]
+    ctx.expect(listed == sorted(listed) and len(listed) == len(set(listed)),
+               f"the listing is not in ascending code-point order, once each: {[s[len(base):] if s.startswith(base) else s for s in listed][:40]}",
+               "LIST-SESSIONS-001")
+    throughout = set(ids) - {gone_before_listed}
+    ours = [sid for sid in listed if sid.startswith(base) and sid != inserted]
+    missing = sorted(throughout - set(ours))
+    ctx.expect(not missing and gone_before_listed not in ours,
+               f"sessions that existed throughout the walk, missing from it: {missing}; deleted before its page "
+               f"was read, yet listed: {gone_before_listed in ours}", "LIST-SESSIONS-001")
