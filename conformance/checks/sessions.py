@@ -9,6 +9,8 @@ from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.registry import check
 
+MISSING = object()  # a member left out of the request, as against null
+
 
 @check("SESS-CREATE-001", title="A root session is created with a server-chosen id")
 def create_root_session(ctx: CheckContext) -> None:
@@ -19,6 +21,19 @@ def create_root_session(ctx: CheckContext) -> None:
     read = ctx.alice.get(f"/sessions/{created['session_id']}")
     ctx.expect_status(read, 200)
     ctx.expect(read.json() == created, f"GET returned {read.json()}, created {created}")
+
+
+@check("SESS-CREATE-001", title="Name and description: absent and null store null, a string (the empty one too) is stored as given")
+def create_three_state(ctx: CheckContext) -> None:
+    for given, stored in ((MISSING, None), (None, None), ("", ""), ("text", "text")):
+        body = {} if given is MISSING else {"name": given, "description": given}
+        created = ctx.ok(ctx.alice.post("/sessions", json=body), 201)
+        read = ctx.ok(ctx.alice.get(f"/sessions/{created['session_id']}"), 200)
+        for where, session in (("the answer", created), ("a later GET", read)):
+            got = (session["name"], session["description"])
+            ctx.expect(got == (stored, stored),
+                       f"created with name and description {'absent' if given is MISSING else repr(given)}: {where} "
+                       f"gives {got}, expected {(stored, stored)}")
 
 
 @check("SESS-ID-001", title="Client-chosen session ids are used as given; invalid ones are refused")

@@ -33,6 +33,8 @@ def header_three_state(ctx: CheckContext) -> None:
         ({"name": "Renamed"}, ("Renamed", "Source description")),
         ({"name": "Both", "description": None}, ("Both", None)),
         ({"description": "New description"}, ("Source name", "New description")),
+        ({"name": ""}, ("", "Source description")),  # the empty string is a string: it sets
+        ({"name": "", "description": ""}, ("", "")),
     ]
     for header, (name, description) in cases:
         kwargs = {} if header is None else {"header": header}
