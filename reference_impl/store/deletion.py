@@ -2,11 +2,40 @@
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, update
+from functools import lru_cache
+from typing import Any
+
+from sqlalchemy import bindparam, delete, func, update
 
 from reference_impl import diagnostics
 from reference_impl.store import tables as t
 from reference_impl.store.common import Statements
+
+_SESSION = bindparam("p_session_id")
+
+
+@lru_cache(maxsize=1)
+def _purge_statements() -> tuple[Any, ...]:
+    """A purge's deletions, built once with a bound session id (in the order they run)."""
+    owned = (t.attachments, t.session_grants, t.session_leases, t.session_reverts, t.turn_inputs, t.turns, t.records)
+    return (
+        *(delete(table).where(table.c.session_id == _SESSION) for table in owned),
+        delete(t.idempotency_keys).where(t.idempotency_keys.c.child_session_id == _SESSION),
+        delete(t.session_lineage).where(t.session_lineage.c.session_id == _SESSION),
+    )
+
+
+@lru_cache(maxsize=1)
+def _claim_child_slot() -> Any:
+    sessions = t.sessions
+    return (
+        update(sessions)
+        .where(sessions.c.session_id == _SESSION, sessions.c.deleted_at.is_(None))
+        .values(child_count=sessions.c.child_count + 1)
+    )
+
+
+_DELETE_SESSION = delete(t.sessions).where(t.sessions.c.session_id == _SESSION)
 
 
 class DeletionStatements(Statements):
@@ -24,11 +53,7 @@ class DeletionStatements(Statements):
 
         The update locks the session row, so a concurrent purge waits and then sees the child.
         """
-        result = self.conn.execute(
-            update(t.sessions)
-            .where(t.sessions.c.session_id == session_id, t.sessions.c.deleted_at.is_(None))
-            .values(child_count=t.sessions.c.child_count + 1)
-        )
+        result = self.conn.execute(_claim_child_slot(), {"p_session_id": session_id})
         return result.rowcount == 1
 
     def mark_purging(self, session_id: str, now: str) -> bool:
@@ -48,11 +73,10 @@ class DeletionStatements(Statements):
     def purge_session(self, session_id: str, parent_id: str | None) -> None:
         """Remove the session's own rows (its records are gone already) and uncount it from its
         parent; a second purge racing this one finds nothing left and uncounts nothing."""
-        for table in (t.attachments, t.session_grants, t.session_leases, t.session_reverts, t.turn_inputs, t.turns, t.records):
-            self.conn.execute(delete(table).where(table.c.session_id == session_id))
-        self.conn.execute(delete(t.idempotency_keys).where(t.idempotency_keys.c.child_session_id == session_id))
-        self.conn.execute(delete(t.session_lineage).where(t.session_lineage.c.session_id == session_id))
-        removed = self.conn.execute(delete(t.sessions).where(t.sessions.c.session_id == session_id)).rowcount
+        params = {"p_session_id": session_id}
+        for statement in _purge_statements():
+            self.conn.execute(statement, params)
+        removed = self.conn.execute(_DELETE_SESSION, params).rowcount
         if removed == 1 and parent_id is not None:
             self.conn.execute(
                 update(t.sessions)

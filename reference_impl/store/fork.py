@@ -11,9 +11,12 @@ from reference_impl.store.common import Statements
 from reference_impl.store.rows import IdempotencyRow
 
 
+_INSERT_LINEAGE = insert(t.session_lineage)
+
+
 class ForkStatements(Statements):
     def insert_lineage(self, row: dict[str, Any]) -> None:
-        self.conn.execute(insert(t.session_lineage).values(**row))
+        self.conn.execute(_INSERT_LINEAGE, row)
 
     def idempotency(self, principal: str, key: str) -> IdempotencyRow | None:
         query = select(t.idempotency_keys).where(
