@@ -225,3 +225,119 @@ def test_every_answer_of_an_embedded_run_is_declared_on_its_operation(recorded: 
     )
     statuses = {(answer.operation_id, answer.status) for answer in recorded}
     assert len({op for op, _ in statuses}) == len(OPERATIONS), "the run reached every operation"
+
+
+# openapi-core: every request and answer of the run against the document ---------------------------
+# Media types a body may have beyond the one the document declares for it: attachments are bytes of
+# any media type (`x-any-media-type`), a legacy history may also come as NDJSON or JSONL
+# (IMPORT-FORMAT-001); openapi-core reads them as the declared application/octet-stream.
+ANY_MEDIA_TYPE_OPERATIONS = {"uploadAttachment", "putAttachment", "getAttachment"}
+LEGACY_HISTORY_TYPES = {"application/x-ndjson", "application/jsonl"}
+JSON_BODY_OPERATIONS = set(operations_of(REQUIREMENTS["ERR-MEDIA-001"]))
+
+
+def _openapi_core() -> Any:
+    import json as jsonlib
+
+    openapi_core = pytest.importorskip("openapi_core", reason="openapi-core is in the test extra: pip install -e '.[test]'")
+    config = openapi_core.Config(
+        extra_media_type_deserializers={
+            "application/problem+json": jsonlib.loads,  # RFC 9457 problems are JSON
+            "application/merge-patch+json": jsonlib.loads,  # RFC 7396 patches are JSON
+        }
+    )
+    return openapi_core.OpenAPI.from_file_path(str(spec.SPEC_DIR / "openapi.yaml"), config=config)
+
+
+def _media(value: str | None) -> str:
+    return (value or "").split(";")[0].strip()
+
+
+def _as_openapi_core(answer: Any) -> tuple[Any, Any]:
+    from urllib.parse import parse_qsl, urlsplit
+
+    from openapi_core.testing import MockRequest, MockResponse
+
+    exchange = answer.exchange
+    url = urlsplit(exchange.url)
+    headers = dict(exchange.request_headers)
+    request_type = _media(headers.get("Content-Type") or headers.get("content-type"))
+    response_type = _media(exchange.response_headers.get("content-type"))
+    if answer.operation_id in ANY_MEDIA_TYPE_OPERATIONS:
+        if exchange.method in ("POST", "PUT"):
+            request_type = "application/octet-stream"
+        if answer.operation_id == "getAttachment" and 200 <= exchange.status < 300:
+            response_type = "application/octet-stream"
+    if answer.operation_id == "importLegacy" and request_type in LEGACY_HISTORY_TYPES:
+        request_type = "application/octet-stream"
+    if answer.operation_id in JSON_BODY_OPERATIONS and (request_type == "" or request_type.endswith("+json")):
+        request_type = "application/json"  # ERR-MEDIA-001: any +json type is JSON; none MAY be read as JSON
+    request = MockRequest(
+        "http://127.0.0.1:8080",  # the document's server: paths are matched below it
+        exchange.method.lower(),
+        url.path,
+        args=dict(parse_qsl(url.query, keep_blank_values=True)),
+        headers=headers,
+        data=exchange.request_body or b"",
+        content_type=request_type,
+    )
+    response = MockResponse(exchange.response_body, exchange.status, headers=exchange.response_headers, content_type=response_type)
+    return request, response
+
+
+def _reason(error: BaseException) -> str:
+    try:
+        text = str(error)
+    except Exception:  # openapi-core's message of an undecodable body cannot be printed
+        text = repr(error.__cause__)
+    return f"{type(error).__name__}: {text[:160]}"
+
+
+@pytest.mark.deep
+def test_openapi_core_accepts_every_answer_and_the_requests_answered_2xx(recorded: list[Any]) -> None:
+    """openapi-core (an independent validator) on every exchange of the run: each answer matches
+    the document; a request the document calls invalid was never answered 2xx. Requests to no
+    documented path (hostile ids such as `..%2F..`, a trailing slash) are routing answers: those
+    must be 404 or 405 problems (ERR-ROUTE-001), which openapi-core cannot place on an operation."""
+    from openapi_core.templating.paths.exceptions import OperationNotFound, PathNotFound
+
+    api = _openapi_core()
+    undeclared: dict[str, int] = {}
+    accepted_invalid: dict[str, int] = {}
+    routing: list[str] = []
+    checked = 0
+    for answer in recorded:
+        if protocol_rejection(answer):
+            continue
+        exchange = answer.exchange
+        # An empty attachment is an attachment; openapi-core reads an empty body as a missing one.
+        empty_attachment = answer.operation_id in ANY_MEDIA_TYPE_OPERATIONS and not (
+            exchange.response_body if exchange.method == "GET" else exchange.request_body
+        )
+        if empty_attachment and exchange.method == "GET" and 200 <= exchange.status < 300:
+            continue
+        request, response = _as_openapi_core(answer)
+        try:
+            api.validate_response(request, response)
+        except (PathNotFound, OperationNotFound):
+            if exchange.status not in (404, 405) or answer.problem_type is None:
+                routing.append(f"{exchange.method} {exchange.url} answered {exchange.status}")
+            continue
+        except Exception as error:  # noqa: BLE001 - every kind of disagreement is a finding
+            key = f"{answer.operation_id} {exchange.status}: {_reason(error)}"
+            undeclared[key] = undeclared.get(key, 0) + 1
+        checked += 1
+        if 200 <= exchange.status < 300 and not empty_attachment:
+            try:
+                api.validate_request(request)
+            except Exception as error:  # noqa: BLE001
+                key = f"{answer.operation_id} {exchange.status}: {_reason(error)}"
+                accepted_invalid[key] = accepted_invalid.get(key, 0) + 1
+    assert checked > 1000, f"only {checked} exchanges validated"
+    assert not routing, f"answers to undocumented paths that are not 404/405 problems: {routing[:10]}"
+    assert not undeclared, "answers openapi-core finds undeclared or invalid (count): " + "; ".join(
+        f"{key} ({count})" for key, count in sorted(undeclared.items())
+    )
+    assert not accepted_invalid, "requests the document calls invalid, answered 2xx (count): " + "; ".join(
+        f"{key} ({count})" for key, count in sorted(accepted_invalid.items())
+    )
