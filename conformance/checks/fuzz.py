@@ -19,6 +19,7 @@ import re
 
 import spec
 from conformance.checks import wire
+from conformance.curl import exchange_from_schemathesis, token_variables
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
 from conformance.registry import check
@@ -108,6 +109,8 @@ def _fuzz(ctx: CheckContext, mode_name: str, declared: tuple[str, ...]) -> None:
     failures: list[str] = []
     violated: list[str] = []
     rejected: list[str] = []
+    failing: list[Any] = []  # per failing operation, the response Hypothesis replayed last: the first is reproduced
+    seen: dict[str, Any] = {}
     transport = {"base_url": ctx.config.target, "headers": headers, "timeout": ctx.config.timeout}
     for result in _advertised_schema(ctx).get_all_operations():
         operation = result.ok()
@@ -127,7 +130,11 @@ def _fuzz(ctx: CheckContext, mode_name: str, declared: tuple[str, ...]) -> None:
             if reason is not None:  # refused before the API, as ERR-PROTOCOL-001 allows
                 rejected.append(f"{operation.label}: {reason}")
                 return
-            case.validate_response(response, checks=checks, headers=headers, transport_kwargs=transport)
+            try:
+                case.validate_response(response, checks=checks, headers=headers, transport_kwargs=transport)
+            except FailureGroup:  # a BaseExceptionGroup
+                seen[operation.label] = response  # Hypothesis replays the failing example last
+                raise
 
         hypothesis.seed(ctx.seed)(exercise)
         try:
@@ -136,6 +143,8 @@ def _fuzz(ctx: CheckContext, mode_name: str, declared: tuple[str, ...]) -> None:
             text = f"{operation.label}: {group}"
             failures.append(text[:2000])
             violated += [req for req in _violated(text, declared) if req not in violated]
+            if operation.label in seen:
+                failing.append(seen[operation.label])
         except hypothesis.errors.Unsatisfiable:
             continue  # nothing about this operation can be made invalid (no parameters, no body)
     if failures:
@@ -143,6 +152,7 @@ def _fuzz(ctx: CheckContext, mode_name: str, declared: tuple[str, ...]) -> None:
             f"Schemathesis ({mode_name} mode, seed {ctx.seed}) found violations in {len(failures)} "
             f"operation{'s' if len(failures) != 1 else ''}:\n" + "\n".join(failures),
             violated,
+            exchange_from_schemathesis(failing[0], token_variables(ctx.config.tokens)) if failing else None,
         )
 
 
