@@ -155,7 +155,7 @@ def test_a_plugin_run_purges_and_verifies(tmp_path) -> None:
     try:
         tokens = [arg for token in TOKENS for arg in ("--sl-token", token)]
         done = run_pytest(
-            tmp_path, "--sl-target", process.url, *tokens, "--sl-select", "fork.idempotent_retry",
+            tmp_path, "--sl-target", process.url, *tokens,
             "--sl-select", "legacy_import.forked_pair", "--sl-select", "authorization.projects_and_ids",
         )
         remaining = _stored(database)
