@@ -147,6 +147,30 @@ def test_every_way_a_session_comes_to_exist_is_recorded() -> None:
     assert ("p-same", "principal-5") in purged and cleanup.left_behind == []
 
 
+def test_the_plugins_cleanup_purges_and_verifies(tmp_path) -> None:
+    """What the plugin does at the end (pytest_plugin._cleanup), in-process: purge, then list."""
+    from conformance.config import load
+    from conformance.pytest_plugin import _cleanup
+    from conformance.registry import all_checks, select
+    from conformance.target import Target
+
+    database = tmp_path / "in-process.db"
+    settings = Settings(database_url=f"sqlite:///{database}", tokens=TOKENS, projects=PROJECTS)
+    with serve_app(create_app(settings)) as running:
+        suite = load(overrides={"target": running.url, "tokens": list(TOKENS), "seed": 3}, environ={})
+        target = Target(suite)
+        try:
+            for item in select(all_checks(), ("legacy_import.forked_pair", "authorization.projects_and_ids")):
+                target.run_check(item)
+            cleanup = _cleanup(target, suite)
+        finally:
+            target.close()
+    assert len(cleanup.removed) >= 4 and cleanup.left_behind == [], cleanup
+    assert cleanup.note.endswith("verified by listing as 5 principals: none left")
+    assert _stored(database) == 0
+
+
+@pytest.mark.deep  # two processes (a served reference and pytest with the plugin): about 15-20 s
 def test_a_plugin_run_purges_and_verifies(tmp_path) -> None:
     from tests.test_pytest_plugin import run_pytest
 
