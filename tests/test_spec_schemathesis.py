@@ -79,6 +79,7 @@ def test_schemathesis_cli_finds_nothing_but_the_allowed(tmp_path: Path) -> None:
              "--continue-on-failure", "--suppress-health-check", "all", "--no-color", "--output-truncate", "false",
              "--report", "json", "--report-json-path", str(report)],
             capture_output=True, text=True, timeout=1500, check=False,
+            cwd=tmp_path,  # Schemathesis keeps its example database in ./.schemathesis
         )
     summary = json.loads(report.read_text(encoding="utf-8"))
     assert summary["complete"] and summary["operations"]["tested"] == summary["operations"]["total"], done.stdout[-3000:]
