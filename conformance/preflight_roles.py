@@ -72,7 +72,7 @@ def check_roles(probe: Any, selected: Sequence[Any] | None) -> str:
             "the project layout is wrong: owner, stranger, reader and writer must share a project and the "
             f"outsider must be in another; GET /me shows {seen} ({_names(wrong)} misplaced): give the outsider "
             "a principal of another project (reference server tokens file: `TOKEN: {principal: erin, project: "
-            "other}`)"
+            "other}`); if the tokens are right, GET /me is wrong (AUTH-PRINCIPAL-001)"
         )
     outsider = " + outsider in " + projects["outsider"][1] if "outsider" in projects else ""
     return f"{summary}; projects: {len(projects) - bool(outsider)} in {home}{outsider}"
