@@ -244,6 +244,8 @@ def describe_schema_error(error: Any) -> str:
         return f"{where}: expected {' or '.join(expected) if isinstance(expected, list) else expected}, got {_json_type(value)}"
     if rule == "enum":
         return f"{where}: must be one of {', '.join(json.dumps(item) for item in expected)}"
+    if rule == "not" and isinstance(error.schema, dict) and error.schema.get("description"):
+        return f"{where}: {str(error.schema['description']).replace('`', '')}"  # the rule in words
     return f"{where}: does not satisfy {rule} {json.dumps(expected, default=str)[:200]}"
 
 
