@@ -170,7 +170,7 @@ class _Principal:
         found: dict[str, str] = {}
         cursor = None
         for _ in range(MAX_LIST_PAGES):
-            params = {"limit": 100, **({"cursor": cursor} if cursor else {})}
+            params = {"cursor": cursor} if cursor else {}  # the server's default page size: any limit could exceed its maximum
             answer = self.http.get(f"{self.target}/sessions", params=params, headers=self.headers)
             if answer.status_code != 200:
                 raise _ListingFailed(f"GET /sessions as {self.name} answered {answer.status_code}")
