@@ -75,6 +75,10 @@ def render(results: dict[str, Any]) -> str:
             "one run; the absolute times are context only."
         ),
     ]
+    if machine.get("load_average_at_start"):
+        lines += ["", f"Load average (1, 5, 15 min) at the start: {', '.join(map(str, machine['load_average_at_start']))} on {machine['cpu_count']} CPUs."]
+    if machine.get("note"):
+        lines += ["", str(machine["note"])]
     for kind, data in results["backends"].items():
         lines += ["", f"## {LABELS.get(kind, kind)}", ""]
         lines += summary(data)
@@ -89,7 +93,8 @@ def render(results: dict[str, Any]) -> str:
             lines += ["", "### 7. Records examined per page by depth", ""] + rows_per_page(data["rows_per_page"])
         if "versus" in data:
             lines += ["", "### 6. Against LangGraph (the real peer)", ""] + versus(data["versus"])
-        lines += ["", f"Elapsed for this backend: {data['elapsed_seconds']:.1f} s."]
+        ended = data.get("load_average_at_end")
+        lines += ["", f"Elapsed for this backend: {data['elapsed_seconds']:.1f} s." + (f" Load average at its end: {', '.join(map(str, ended))}." if ended else "")]
     return "\n".join(lines) + "\n"
 
 

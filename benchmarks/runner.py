@@ -32,6 +32,7 @@ def machine(backends: Sequence[Backend]) -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "sqlalchemy": sqlalchemy.__version__,
         "cpu_count": os.cpu_count(),
+        "load_average_at_start": _load_average(),
         "platform": platform.platform(),
     }
     for backend in backends:
@@ -39,6 +40,15 @@ def machine(backends: Sequence[Backend]) -> dict[str, Any]:
         if version is not None:
             info["postgresql"] = version
     return info
+
+
+def _load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages, where the system reports them: on a shared machine
+    they say how noisy the times are."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
 
 
 def run_backend(backend: Backend, config: Config, progress: Progress = _quiet) -> dict[str, Any]:
@@ -67,6 +77,7 @@ def run_backend(backend: Backend, config: Config, progress: Progress = _quiet) -
         progress(f"[{backend.label}] 6. against LangGraph, {list(config.versus_turns)} turns, full read at {list(config.versus_read_turns)}")
         results["versus"] = versus.versus_langgraph(db, config)
     results["elapsed_seconds"] = time.perf_counter() - started
+    results["load_average_at_end"] = _load_average()
     return results
 
 
