@@ -108,6 +108,8 @@ def _parser() -> argparse.ArgumentParser:
         "--require-version", metavar="X.Y[.Z]",
         help="fail unless the candidate's claim is at this spec version or a later minor version of the same major",
     )
+    gate.add_argument("--strict", action="store_true", default=None,
+                      help="evidence lost (pass -> not verified) fails the gate too (default: SESSION_LINEAGE_STRICT)")
     gate.set_defaults(handler=_gate)
 
     imports = commands.add_parser(
@@ -253,7 +255,8 @@ def _docs(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     from conformance.gate import run_gate
 
-    return run_gate(args.baseline, args.candidate, markdown=args.markdown, require_version=args.require_version)
+    return run_gate(args.baseline, args.candidate, markdown=args.markdown, require_version=args.require_version,
+                    strict=args.strict)
 
 
 def _import(args: argparse.Namespace) -> int:

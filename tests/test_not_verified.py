@@ -148,6 +148,7 @@ def test_gate_lists_evidence_lost_apart_and_fails_on_it_only_when_strict(tmp_pat
     assert "### Evidence lost (passed in the baseline, not verified in the candidate)" in text
     assert "0 regressions · 1 evidence lost" in text
     assert run_gate(old, new, strict=True) == 1
+    assert main(["gate", "--baseline", old, "--candidate", new, "--strict"]) == 1
     monkeypatch.setenv("SESSION_LINEAGE_STRICT", "true")  # the environment twin of --strict
     assert main(["gate", "--baseline", old, "--candidate", new]) == 1
 
