@@ -168,7 +168,7 @@ def describe(profile: ProfileResult, limit: int = 3, stated: dict[str, str] | No
     if earlier:
         reasons.append(f"the failures of {', '.join(earlier)}")
     if profile.undetermined_requirements:
-        reasons.append(f"{len(profile.undetermined_requirements)} without a verdict")
+        reasons.append(f"{_listed(profile.undetermined_requirements, limit)} without a verdict (the suite erred)")
     for req in profile.failed_requirements + (profile.not_verified_requirements if profile.strict else []):
         stated.setdefault(req, profile.name)
     return ", ".join(reasons)
