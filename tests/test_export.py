@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from conformance.embedded import serve_app
@@ -236,3 +237,39 @@ def test_export_and_positions_follow_a_revert(tmp_path) -> None:
                 cursor = answer.json()["next_cursor"]
                 assert http.get(f"/sessions/{session}/transcript", params={"cursor": cursor}).status_code == 200
             assert http.get(f"/sessions/{session}/effective-turns/{len(turns) + 1}").status_code == 404
+
+
+# ---------------------------------------------------------------- streamed exports
+def streamed(database_url: str) -> None:
+    """An export longer than the streaming threshold (set tiny here) streams in several chunks, each
+    batch of rows fetched as it is sent: the same document as the pages give, its three statements
+    and its records counted in the headers, and the project prefix of stored keys cut off."""
+    settings = Settings(database_url=database_url, tokens=TOKENS, projects={"alice": "acme"})
+    engine = make_engine(database_url)
+    migrate(engine)
+    services = build_services(Store(engine), settings)
+    assert services.export is not None
+    services.export.stream_above, services.export.stream_batch, services.export.chunk_bytes = 10, 7, 1
+    with serve_app(build_app(services, settings)) as server, httpx.Client(base_url=server.url, headers=AUTH) as http:
+        ids = chain(http, 3)
+        with http.stream("GET", f"/sessions/{ids[3]}/export") as answer:
+            chunks = list(answer.iter_raw())
+            assert answer.headers.get("content-length") is None  # streamed, not one body
+            assert cost(answer) == (3, PER_TURN * 4)
+        body = orjson.loads(b"".join(chunks))
+        assert len(chunks) > 3
+        paged = http.get(f"/sessions/{ids[3]}/transcript", params={"limit": 200}).json()["records"]
+        assert body["records"] == paged and body["record_count"] == len(paged) == PER_TURN * 4
+        assert body["turn_count"] == len(body["turns"]) == 4
+        assert all("~" not in turn["turn_id"] and "~" not in turn["session_id"] for turn in body["turns"])
+        services.export.stream_above = 10**9  # the same export read whole: the same document
+        assert http.get(f"/sessions/{ids[3]}/export").json() == body
+
+
+def test_a_long_export_streams_on_sqlite(tmp_path) -> None:
+    streamed(f"sqlite:///{tmp_path / 'stream.db'}")
+
+
+@pytest.mark.postgres
+def test_a_long_export_streams_on_postgres(postgres_url: str) -> None:
+    streamed(postgres_url)
