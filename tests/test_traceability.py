@@ -62,3 +62,16 @@ def test_generated_spec_site_is_fresh_and_links_every_requirement_to_its_checks(
 
 def test_catalogue_is_large_enough() -> None:
     assert len(spec.requirements()) >= 30
+
+
+def test_check_order_does_not_depend_on_what_was_imported_first() -> None:
+    """The generated documents and the run order follow the chapter list, whatever a test (or an
+    xdist worker) happened to import first."""
+    import subprocess
+    import sys
+
+    listing = "from conformance.registry import all_checks; print(','.join(c.name for c in all_checks()))"
+    plain = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True).stdout
+    early = subprocess.run([sys.executable, "-c", "import conformance.checks.vectors, conformance.checks.errors.mutations; " + listing],
+                           capture_output=True, text=True, check=True).stdout
+    assert plain and early == plain
