@@ -43,11 +43,12 @@ def requests_of(select: str, seed: int, tmp_path: Any, run_number: int) -> list[
     return seen
 
 
-# The state machine and the negative fuzz draw the most requests: their replay proof is deep.
+# The quick set replays the valid-request fuzz; the state machine, the negative fuzz and the linked
+# sequences draw the most requests: their replay proofs are deep.
 @pytest.mark.parametrize("select", [pytest.param("stateful.lineage_state_machine", marks=pytest.mark.deep),
                                     "fuzz.generated_valid_requests",
                                     pytest.param("fuzz.generated_invalid_requests", marks=pytest.mark.deep),
-                                    "fuzz.generated_stateful_sequences"])
+                                    pytest.param("fuzz.generated_stateful_sequences", marks=pytest.mark.deep)])
 def test_a_seed_replays_the_same_requests(select: str, tmp_path: Any) -> None:
     first = requests_of(select, 4242, tmp_path, 1)
     second = requests_of(select, 4242, tmp_path, 2)

@@ -101,7 +101,7 @@ def reference_answering(kind: str, status: int, when: Callable[[str, str], bool]
 
 # The references that refuse forks, leases or reads run nearly every check to its first failure:
 # the deep set runs them.
-DEEP_HOSTILE = {"every_fork_refused", "leases_always_refused", "reads_not_found"}
+DEEP_HOSTILE = {"every_fork_refused", "leases_always_refused", "reads_not_found", "every_post_conflicts"}
 HOSTILE_REFERENCES = {
     # A lease is never granted: set-up steps that need one must fail, not crash (KeyError on lease_id).
     "leases_always_refused": reference_answering("writer-conflict", 409, lambda m, p: m == "POST" and p.endswith("/lease")),

@@ -56,6 +56,7 @@ def test_state_machine_passes_on_the_reference(tmp_path) -> None:
     assert failed_requirements(reference_app(settings(tmp_path)), "stateful") == set()
 
 
+@pytest.mark.deep  # the whole fuzz at 25 cases per operation: tests/test_capability_removal.py proves the fuzz quickly
 def test_positive_fuzzing_alone_catches_a_schema_violation(tmp_path) -> None:
     def drop_created_at(scope: dict[str, Any], status: int, headers: Any, body: bytes) -> Any:
         if scope["method"] == "POST" and scope["path"] == "/sessions" and status == 201:
@@ -68,6 +69,7 @@ def test_positive_fuzzing_alone_catches_a_schema_violation(tmp_path) -> None:
     assert "ERR-SCHEMA-001" in failed_requirements(app, "fuzz.generated_valid")
 
 
+@pytest.mark.deep
 def test_fuzzing_alone_catches_a_5xx_on_odd_input(tmp_path) -> None:
     def crash_on_large_limits(scope: dict[str, Any], status: int, headers: Any, body: bytes) -> Any:
         query = scope.get("query_string", b"").decode()
