@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.checks.fork.writes import fork_writes, judge_fork_writes
+from conformance.checks.fork.writes import fork_writes, header_count, judge_fork_writes
 from conformance.checks.leases import acquire
 from conformance.client import Response, describe
 from conformance.context import CheckContext
@@ -30,32 +30,20 @@ LARGE_SOURCE_TURNS = 6
 LARGE_SOURCE_RECORDS_PER_TURN = 100  # at most; fewer when max_records_per_append is lower
 
 
-def _count(response: Response, header: str, requirement: str) -> int:
-    value = response.header(header)
-    if value is None or not value.strip().isdigit():
-        raise CheckFailed(
-            f"{response.exchange.method} {response.exchange.url} answered {response.status} with header "
-            f"{header} {'missing' if value is None else repr(value)}; expected a non-negative integer",
-            [requirement],
-            response.exchange,
-        )
-    return int(value)
-
-
 def round_trips(response: Response) -> int:
-    return _count(response, HEADER, "DIAG-HEADER-001")
+    return header_count(response, HEADER, "DIAG-HEADER-001")
 
 
 def items_written(response: Response) -> int:
-    return _count(response, WRITES_HEADER, "DIAG-WRITES-001")
+    return header_count(response, WRITES_HEADER, "DIAG-WRITES-001")
 
 
 def bytes_written(response: Response) -> int:
-    return _count(response, BYTES_HEADER, "DIAG-BYTES-001")
+    return header_count(response, BYTES_HEADER, "DIAG-BYTES-001")
 
 
 def records_examined(response: Response) -> int:
-    return _count(response, RECORDS_HEADER, "DIAG-RECORDS-001")
+    return header_count(response, RECORDS_HEADER, "DIAG-RECORDS-001")
 
 
 @check("DIAG-HEADER-001", title="Every response carries the round-trip count", needs=(CAPABILITY,))

@@ -21,7 +21,8 @@ SIZED_SOURCE_BYTES = 64 * FORK_BYTES_ALLOWANCE
 SIZED_RECORD_OVERHEAD = 64  # bytes of a record's content around its padding, kept below max_record_bytes
 
 
-def _count(response: Response, header: str, requirement: str) -> int:
+def header_count(response: Response, header: str, requirement: str) -> int:
+    """A diagnostics header's count: a non-negative integer, or the check fails `requirement`."""
     value = response.header(header)
     if value is None or not value.strip().isdigit():
         raise CheckFailed(
@@ -66,7 +67,7 @@ def fork_writes(ctx: CheckContext, requirement: str) -> list[tuple[bool, dict[st
             key = ctx.new_id("key") if keyed else None
             response = ctx.fork(source["session_id"], {"mode": "latest"}, key=key)
             ctx.expect_status(response, 201, None, "FORK-CREATE-001")
-            items = _count(response, WRITES_HEADER, requirement)
+            items = header_count(response, WRITES_HEADER, requirement)
             raw = response.header(BYTES_HEADER)
             written[name] = (items, int(raw) if raw is not None and raw.strip().isdigit() else None)
         found.append((keyed, written))
