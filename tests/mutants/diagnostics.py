@@ -108,6 +108,15 @@ fork_checkpoints = Table(
 )
 
 
+def _inherited_record_bounds(tx: Transaction, child_id: str, max_depth: int) -> list[Any]:
+    """The WHERE terms selecting every record a new child inherits, one per ancestor with records."""
+    return [
+        and_(t.records.c.session_id == link.session.session_id, t.records.c.record_index <= link.record_bound)
+        for link in tx.chain(child_id, max_depth)
+        if link.record_bound not in (-1, None)
+    ]
+
+
 @mutant("DIAG-FORK-WRITES-001", select=("diagnostics.fork_writes_by_source_size",),
         description="A fork copies every inherited record into a checkpoint of the child, keeping record ids and "
                     "provenance, in one INSERT ... SELECT: ids unchanged and round trips flat, writes grow with the source")
@@ -122,12 +131,7 @@ def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
             if outcome.replayed:
                 return outcome
             child_id = outcome.body["session"]["session_id"]
-            chain = tx.chain(child_id, self.limits.max_lineage_depth)
-            bounds = [
-                and_(t.records.c.session_id == link.session.session_id, t.records.c.record_index <= link.record_bound)
-                for link in chain
-                if link.record_bound not in (-1, None)
-            ]
+            bounds = _inherited_record_bounds(tx, child_id, self.limits.max_lineage_depth)
             if bounds:
                 copied = select(
                     literal(child_id), t.records.c.record_id, t.records.c.session_id,
@@ -167,12 +171,7 @@ def _checkpointing_fork(settings: Settings) -> ASGIApp:
             if outcome.replayed:
                 return outcome
             child_id = outcome.body["session"]["session_id"]
-            chain = tx.chain(child_id, self.limits.max_lineage_depth)
-            bounds = [
-                and_(t.records.c.session_id == link.session.session_id, t.records.c.record_index <= link.record_bound)
-                for link in chain
-                if link.record_bound not in (-1, None)
-            ]
+            bounds = _inherited_record_bounds(tx, child_id, self.limits.max_lineage_depth)
             state = []
             if bounds:
                 rows = tx.conn.execute(
