@@ -9,7 +9,8 @@ from typing import Any
 
 import spec
 from conformance.context import CheckContext
-from conformance.errors import CheckFailed, NotVerified, Unsupported
+from conformance.counts import require_counts, round_trips
+from conformance.errors import CheckFailed, Unsupported
 from conformance.registry import check
 
 _DEPRECATION = re.compile(r"^@(-?[0-9]{1,15})$")
@@ -190,8 +191,7 @@ def replay_history_rebuilds(ctx: CheckContext) -> None:
     needs=("replay-history",),
 )
 def replay_history_cost_by_depth(ctx: CheckContext) -> None:
-    if not ctx.has("diagnostics.query-count"):
-        raise NotVerified("the round trips it compares are shown only by diagnostics.query-count, which this server does not advertise")
+    require_counts(ctx)
     maximum = ctx.limits["max_lineage_depth"] if ctx.has("fork") else 0  # a legacy server: depth 0 only
     ids = ctx.chain(maximum, records_per_turn=1)
     with_replay, without = {}, {}
@@ -200,11 +200,11 @@ def replay_history_cost_by_depth(ctx: CheckContext) -> None:
         preceding = ctx.walk(session)
         response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user", "replay_history": _replay(preceding)})
         ctx.expect_status(response, 201, None, "REPLAY-MATCH-001")
-        with_replay[depth] = _round_trips(ctx, response)
+        with_replay[depth] = round_trips(ctx, response)
         ctx.finish(session, response.json()["turn_id"])
         response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user"})
         ctx.expect_status(response, 201, None, "SESS-TURN-001")
-        without[depth] = _round_trips(ctx, response)
+        without[depth] = round_trips(ctx, response)
         ctx.finish(session, response.json()["turn_id"])
     ctx.expect(
         len(set(with_replay.values())) == 1,
@@ -213,12 +213,6 @@ def replay_history_cost_by_depth(ctx: CheckContext) -> None:
     over = {d: (with_replay[d], without[d]) for d in with_replay if with_replay[d] > without[d] + 3}
     ctx.expect(not over, f"replay history costs more than 3 extra round trips (with, without) by depth: {over}")
     ctx.details["replay_round_trips"] = {"with_replay_history": with_replay, "without": without}
-
-
-def _round_trips(ctx: CheckContext, response: Any) -> int:
-    value = response.header("Storage-Round-Trips")
-    ctx.expect(value is not None and value.isdigit(), f"no Storage-Round-Trips on {response.exchange.url}", "DIAG-HEADER-001")
-    return int(value)
 
 
 def _deprecation(ctx: CheckContext, response: Any, what: str) -> None:
@@ -370,6 +364,39 @@ def rewind_cleared_by_success_only(ctx: CheckContext) -> None:
     turn = ctx.start_turn(child)
     ctx.finish(child, turn["turn_id"], "failed")
     ctx.expect(_action(ctx, child) is None, "a cleared pending action came back")
+
+
+def _finished_by(ctx: CheckContext, way: str, finish: Any) -> None:
+    """A turn finished `failed`, then `completed`, by `finish(child, status)`: only the second clears."""
+    child = _rewound_child(ctx, {"mode": "rerun"})
+    finish(child, "failed")
+    action = _action(ctx, child)
+    ctx.expect(action is not None and action.get("mode") == "rerun", f"{way} `failed` cleared or changed the pending action: {action!r}")
+    finish(child, "completed")
+    action = _action(ctx, child)
+    ctx.expect(action is None, f"{way} `completed` did not clear the pending action: {action!r}")
+
+
+@check("REWIND-CLEAR-001", title="Every way a turn finishes completed clears the pending action: a keyed finish, a one-request turn write",
+       needs=("rewind", "fork"))
+def rewind_cleared_by_every_success(ctx: CheckContext) -> None:
+    if not (ctx.has("idempotent-turns") or ctx.has("turn-write")):
+        raise Unsupported("the server finishes turns only by a plain finish (neither idempotent-turns nor turn-write)")
+    if ctx.has("idempotent-turns"):
+        def keyed(child: str, status: str) -> None:
+            turn = ctx.start_turn(child)
+            path = f"/sessions/{child}/turns/{turn['turn_id']}/finish"
+            key = {"Idempotency-Key": ctx.new_id("k")}
+            ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
+            ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
+
+        _finished_by(ctx, "a finish with an Idempotency-Key (sent twice)", keyed)
+    if ctx.has("turn-write"):
+        def in_one_request(child: str, status: str) -> None:
+            body = {"role": "user", "records": [{"type": "message", "content": {"text": status}}], "status": status}
+            ctx.expect_status(ctx.alice.post(f"/sessions/{child}/turns", json=body), 201)
+
+        _finished_by(ctx, "a turn written in one request", in_one_request)
 
 
 @check("REWIND-PURGE-001", title="Purging the child removes its pending action", needs=("rewind", "fork", "sharing"))

@@ -138,6 +138,13 @@ class TurnWritesService(ChapterService):
 
         return undo
 
+    @staticmethod
+    def _clear_pending_on_success(tx: Transaction, session_id: str, status: str | None) -> None:
+        """A turn finished `completed` (by a keyed finish or written finished) clears the session's
+        pending rewind action, as a plain finish does; `failed` keeps it (REWIND-CLEAR-001)."""
+        if status == "completed":
+            tx.clear_pending_action(session_id)
+
     # ---------------------------------------------------------------- start (and the one-request write)
     def start_turn(
         self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None, key: str | None = None
@@ -172,6 +179,8 @@ class TurnWritesService(ChapterService):
                         if rows and not self.store.split:
                             tx.insert_records(rows)
                         result["records"] = steps.record_views(rows, [item["content"] for item in inputs])
+                    if not (self.store.split and rows):  # two stores: once the records store took them
+                        self._clear_pending_on_success(tx, session_id, status)
                     self._remember(tx, principal, key, fingerprint, session_id, 201, result)
                     written[:] = [(turn_id, turn_index, first, child_count, rows)]
             except IntegrityError as exc:
@@ -188,6 +197,9 @@ class TurnWritesService(ChapterService):
             raise TurnExists(f"turn {turn_id} already exists") from exc
         if self.store.split and not outcome.replayed and written and written[0][4]:
             self._write_records_or_undo(principal, key, session_id, *written[0])
+            if status == "completed":  # the turn stands only now: a refused records write took it back
+                with self.store.write() as tx:
+                    self._clear_pending_on_success(tx, session_id, status)
         return outcome
 
     def _write_records_or_undo(
@@ -249,6 +261,7 @@ class TurnWritesService(ChapterService):
                 self._writable(tx, principal, session_id, lease_id, key, fingerprint)
                 turn = steps.require_running(steps.own_turn(tx, session_id, turn_id))
                 result = views.turn(steps.close_turn(tx, turn, body["status"], finished_at))
+                self._clear_pending_on_success(tx, session_id, body["status"])
                 self._remember(tx, principal, key, fingerprint, session_id, 200, result)
             return WriteOutcome(200, result, False)
 
