@@ -1,0 +1,266 @@
+"""Chapter: state matrix (the language-neutral tables of fixtures/states, run on the target).
+
+Each table is one state machine of the spec: named states, each reached through the API by a list
+of requests; named operations; and rows `(state, operation) -> expected status, problem type and
+members`, each citing the requirement that says so. A row is only in a table where the spec's text
+decides it (fixtures/states/README.md). Every row gets a fresh copy of its state, so rows never see
+one another. States behind an expiry wait for it once: every row reaches its state up to the wait,
+the suite waits for the latest edge, then every row goes on (conformance/timing.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import fixtures
+from conformance import timing
+from conformance.checks.leases import hold_ttl
+from conformance.client import ApiClient, Response
+from conformance.context import CheckContext
+from conformance.errors import CheckFailed, NotVerified
+from conformance.registry import check
+from conformance.response import describe
+
+STATES_DIR = Path(fixtures.__file__).resolve().parent / "states"
+PROBLEM = "urn:session-lineage:problem:"
+PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z_]+))?\}")
+SHORTEST_LEASE = 1  # seconds: LEASE-ACQUIRE-001's smallest ttl, unless the target advertises a larger minimum
+
+Table = dict[str, Any]
+Step = dict[str, Any]
+
+
+@lru_cache(maxsize=None)
+def load_table(name: str) -> Table:
+    """`fixtures/states/<name>.json`, read once per process."""
+    return json.loads((STATES_DIR / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def requirements_of(name: str) -> tuple[str, ...]:
+    """What a table's check verifies (first-seen order): its rows' requirements, then those of the
+    steps that build its states, each of which is held to the status its rule gives."""
+    table = load_table(name)
+    steps = [step for state in table["states"].values() for step in state["steps"]]
+    cited = [*(r for row in table["rows"] for r in row["requirements"]), *(r for step in steps for r in step.get("requirements", []))]
+    return tuple(dict.fromkeys(cited))
+
+
+def state_steps(table: Table, name: str) -> list[Step]:
+    """A state's requests, after those of the state it starts `from`."""
+    state = table["states"][name]
+    return [*(state_steps(table, state["from"]) if "from" in state else []), *state["steps"]]
+
+
+@dataclass
+class Clock:
+    """A lease (or other window) a state started: when its request was answered, and for how long."""
+
+    stamp: timing.Stamp
+    seconds: float
+    waited: bool = False
+
+
+@dataclass
+class RowRun:
+    """One row against the target: its own fresh state, its bindings, where it stands."""
+
+    ctx: CheckContext
+    table: Table
+    row: dict[str, Any]
+    clients: dict[str, ApiClient]
+    bindings: dict[str, Any] = field(default_factory=dict)
+    clocks: dict[str, Clock] = field(default_factory=dict)
+    position: int = 0
+
+    @property
+    def requirements(self) -> list[str]:
+        return list(self.row["requirements"])
+
+    @property
+    def steps(self) -> list[Step]:
+        return state_steps(self.table, self.row["state"])
+
+    # ------------------------------------------------------------ values
+    def value(self, text: str) -> Any:
+        """A fixture string with its placeholders bound; a string that is one placeholder keeps
+        the bound value's type (a number stays a number)."""
+        whole = PLACEHOLDER.fullmatch(text)
+        if whole:
+            return self.lookup(*whole.groups())
+        return PLACEHOLDER.sub(lambda m: str(self.lookup(*m.groups())), text)
+
+    def lookup(self, name: str, qualifier: str | None) -> Any:
+        if name == "new":  # a fresh id per row and name
+            key = f"new:{qualifier}"
+            if key not in self.bindings:
+                self.bindings[key] = self.ctx.new_id(f"st-{qualifier}")
+            return self.bindings[key]
+        if name == "principal":
+            return self.ctx.principal_id(self.clients[str(qualifier)])
+        if name == "limit":
+            return self.ctx.limits[str(qualifier)]
+        if qualifier is None and name in self.bindings:
+            return self.bindings[name]
+        raise ValueError(f"fixtures/states: {self.row['state']}: nothing is bound to {{{name}}}")
+
+    def resolve(self, item: Any) -> Any:
+        if isinstance(item, str):
+            return self.value(item)
+        if isinstance(item, list):
+            return [self.resolve(x) for x in item]
+        if isinstance(item, dict):
+            return {self.value(k): self.resolve(v) for k, v in item.items()}
+        return item
+
+    # ------------------------------------------------------------ requests
+    def send(self, request: dict[str, Any]) -> tuple[Response, timing.Stamp]:
+        client = self.clients[request.get("as", "owner")]
+        headers = {k: str(v) for k, v in self.resolve(request.get("headers", {})).items()}
+        kwargs: dict[str, Any] = {"headers": headers}
+        if "body" in request:
+            kwargs["json"] = self.resolve(request["body"])
+        elif "lines" in request:  # a JSONL upload: one compact JSON value per line
+            lines = [json.dumps(line, separators=(",", ":"), ensure_ascii=False) for line in self.resolve(request["lines"])]
+            kwargs["content"] = "".join(f"{line}\n" for line in lines).encode()
+        if "content_type" in request:
+            headers["Content-Type"] = request["content_type"]
+        method, path = request["method"], self.value(request["path"])
+        return timing.timed(lambda: client.request(method, path, **kwargs))
+
+    def step(self, step: Step) -> None:
+        """One request that builds the state: anything but its status fails the row's rules."""
+        response, stamp = self.send(step["request"])
+        cited = step.get("requirements") or self.requirements
+        self.ctx.expect_status(response, step.get("expect", (200, 201, 204)), None, *cited)
+        for name, path in step.get("save", {}).items():
+            found: Any = response.json()
+            for key in path:
+                found = found[key]
+            self.bindings[name] = found
+        if "clock" in step:
+            self.clocks[step["clock"]["name"]] = Clock(stamp, float(self.value(step["clock"]["seconds"])))
+
+    def reach(self, until_wait: bool) -> float | None:
+        """Run the state's steps; with `until_wait`, stop at a wait and give its edge."""
+        steps = self.steps
+        while self.position < len(steps):
+            step = steps[self.position]
+            self.position += 1
+            if "wait" in step:
+                clock = self.clocks[step["wait"]]
+                clock.waited = True
+                edge = clock.stamp.answered + clock.seconds + timing.EXPIRY_MARGIN
+                if until_wait:
+                    return edge
+                timing.wait_until(edge)
+            else:
+                self.step(step)
+        return None
+
+    # ------------------------------------------------------------ the row's operation
+    def judge(self) -> str | None:
+        """The row's operation on its state: None when the answer is the expected one."""
+        operation = self.table["operations"][self.row["operation"]]
+        response, stamp = self.send({**operation, **({"as": self.row["as"]} if "as" in self.row else {})})
+        expect = self.row["expect"]
+        statuses = expect["status"] if isinstance(expect["status"], list) else [expect["status"]]
+        problem = expect.get("problem")
+        wrong = None
+        if response.status not in statuses:
+            wrong = f"expected {'/'.join(map(str, statuses))}{f' {problem}' if problem else ''}"
+        elif problem is not None and response.problem_type != PROBLEM + problem:
+            wrong = f"expected problem type {problem}, got {response.problem_type}"
+        elif "body" in expect:
+            body = response.json() if response.content else None
+            expected = self.resolve(expect["body"])
+            if CheckContext.known(body, expected) != expected:
+                wrong = f"expected members {json.dumps(expected)}, got {json.dumps(CheckContext.known(body, expected))}"
+        if wrong is None:
+            return None
+        self.unless_clock_ran_out(stamp)
+        return f"{self.row['state']} / {self.row['operation']}: {describe(response.exchange)}; {wrong} ({', '.join(self.requirements)})"
+
+    def unless_clock_ran_out(self, stamp: timing.Stamp) -> None:
+        """A row whose state holds a window it did not wait out proves nothing once the window may
+        have ended before the operation reached the server: not verified, never a failure."""
+        for name, clock in self.clocks.items():
+            if not clock.waited and stamp.answered >= clock.stamp.sent + clock.seconds:
+                raise NotVerified(
+                    f"{self.row['state']} / {self.row['operation']}: the {clock.seconds:g}-second {name} may have ended "
+                    f"before the operation arrived ({stamp.answered - clock.stamp.sent:.2f} s after it was started)"
+                )
+
+
+def run_table(ctx: CheckContext, name: str, clients: dict[str, ApiClient]) -> None:
+    """Every applicable row of a table; all wrong answers are reported together."""
+    table = load_table(name)
+    rows = [row for row in table["rows"] if all(ctx.has(cap) for cap in row.get("needs", []))]
+    shortest = max(SHORTEST_LEASE, int(ctx.limits.get("min_lease_seconds") or SHORTEST_LEASE))
+    base = {"short_ttl": shortest, "hold_ttl": hold_ttl(ctx)} if ctx.has("writer-lease") else {}
+    runs = [RowRun(ctx, table, row, clients, dict(base)) for row in rows]
+    wrong: list[tuple[RowRun, str]] = []
+    edges: list[float] = []
+    for run in runs:  # rows without a wait run whole at once, so a held lease is still held
+        edge = run.reach(until_wait=True)
+        if edge is None:
+            found = run.judge()
+            if found:
+                wrong.append((run, found))
+        else:
+            edges.append(edge)
+    if edges:
+        timing.wait_until(max(edges))  # one wait for every row behind an expiry
+        for run in runs:
+            if any(clock.waited for clock in run.clocks.values()):
+                run.reach(until_wait=False)
+                found = run.judge()
+                if found:
+                    wrong.append((run, found))
+    if wrong:
+        raise CheckFailed(
+            f"{len(wrong)} of {len(runs)} rows of fixtures/states/{name}.json answered wrongly:\n"
+            + "\n".join(f"  {line}" for _, line in wrong[:20]),
+            list(dict.fromkeys(req for run, _ in wrong for req in run.requirements)),
+        )
+
+
+# ---------------------------------------------------------------- one check per state machine
+@check(*requirements_of("leases"), title="Writer lease: free, held, released, expired and taken, against every lease operation and write", needs=("writer-lease",))
+def leases(ctx: CheckContext) -> None:
+    run_table(ctx, "leases", {"owner": ctx.alice})
+
+
+@check(*requirements_of("turns"), title="Turns: running, completed and failed, against every turn write and every cut")
+def turns(ctx: CheckContext) -> None:
+    run_table(ctx, "turns", {"owner": ctx.alice})
+
+
+@check(*requirements_of("suspend"), title="Suspended turns: running, suspended, recovered, abandoned, completed, against every operation", needs=("suspend",))
+def suspended_turns(ctx: CheckContext) -> None:
+    run_table(ctx, "suspend", {"owner": ctx.alice})
+
+
+@check(*requirements_of("rewinds"), title="Pending rewind action: before a turn, while one runs, after failure and success", needs=("rewind", "fork"))
+def pending_rewinds(ctx: CheckContext) -> None:
+    run_table(ctx, "rewinds", {"owner": ctx.alice})
+
+
+@check(*requirements_of("deleted"), title="Deletion: live, deleted, purged and deleted with a child, for the owner and a reader", needs=("sharing",))
+def deleted_sessions(ctx: CheckContext) -> None:
+    owner, reader = ctx.principals("owner", "reader")
+    run_table(ctx, "deleted", {"owner": owner, "reader": reader})
+
+
+@check(*requirements_of("imports"), title="Legacy import: not imported and imported, against re-upload, growth, change and a child", needs=("legacy-import",))
+def legacy_imports(ctx: CheckContext) -> None:
+    run_table(ctx, "imports", {"owner": ctx.alice})
+
+
+@check(*requirements_of("patch"), title="Session patch: name given, null and empty, against absent, null, empty and a value", needs=("session-patch",))
+def patch_three_state(ctx: CheckContext) -> None:
+    run_table(ctx, "patch", {"owner": ctx.alice})
