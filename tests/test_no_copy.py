@@ -12,6 +12,7 @@ from conformance.embedded import serve_app
 from conformance.results import Outcome, RunResult, Verdict
 from conformance.runner import run
 from reference_impl.settings import Settings
+from tests.mutants.attachment_copies import fork_copies_attachments, fork_copies_attachments_without_diagnostics
 from tests.mutants.diagnostics import fork_checkpoints_whole_state, fork_checkpoints_whole_state_without_diagnostics
 from tests.servers import PROJECTS, TOKENS
 
@@ -51,3 +52,26 @@ def test_without_write_diagnostics_no_copy_is_not_verified_in_the_verdict_line(t
     strict = _run(fork_checkpoints_whole_state_without_diagnostics, tmp_path / "strict", profile="core", strict=True)
     assert strict.verdict is Verdict.NOT_CONFORMANT and strict.exit_code == 1
     assert "FORK-NO-COPY-001 not verified" in strict.summary, strict.summary
+
+
+ATTACHMENT_SELECT = ["fork.fork_creates_child", "fork.fork_stores_no_attachment_copy"]
+
+
+def test_an_attachment_copy_with_honest_bytes_fails_att_inherit(tmp_path: Path) -> None:
+    """The copies keep ids and bytes, so reads cannot tell; the bytes each fork wrote do."""
+    result = _run(fork_copies_attachments, tmp_path, select=ATTACHMENT_SELECT)
+    found = {v.id: v.outcome for v in result.requirements}
+    assert found["ATT-INHERIT-001"] is Outcome.FAIL and found["FORK-CREATE-001"] is Outcome.PASS
+    check = next(c for c in result.checks if c.name == "fork.fork_stores_no_attachment_copy")
+    small, large = sorted(check.details["fork_writes"].values())
+    assert large - small >= 64 * 1024 - 1, check.details  # the large attachment's bytes, written again
+    assert result.verdict is Verdict.NOT_CONFORMANT and "ATT-INHERIT-001" in result.summary
+
+
+def test_an_attachment_copy_without_write_diagnostics_is_not_verified(tmp_path: Path) -> None:
+    result = _run(fork_copies_attachments_without_diagnostics, tmp_path, select=ATTACHMENT_SELECT)
+    found = {v.id: v.outcome for v in result.requirements}
+    assert found["ATT-INHERIT-001"] is Outcome.NOT_VERIFIED  # never "pass"
+    check = next(c for c in result.checks if c.name == "fork.fork_stores_no_attachment_copy")
+    assert check.outcome is Outcome.NOT_VERIFIED and "diagnostics.write-count" in (check.reason or "")
+    assert "1 MUST not verified: ATT-INHERIT-001" in result.summary, result.summary

@@ -193,12 +193,17 @@ def fork_checkpoints_whole_state(settings: Settings) -> ASGIApp:
     return _checkpointing_fork(settings)
 
 
+def without_diagnostics(settings: Settings) -> Settings:
+    """The settings of a server that advertises no diagnostics capability: what storage does is unseen."""
+    return replace(settings, query_count_diagnostics=False, write_count_diagnostics=False,
+                   records_examined_diagnostics=False)
+
+
 def fork_checkpoints_whole_state_without_diagnostics(settings: Settings) -> ASGIApp:
     """The same copying server advertising no diagnostics: nothing the API shows tells the copy
     apart, so FORK-NO-COPY-001 is not verified (tests/test_no_copy.py); not a mutant, since no
     requirement can fail."""
-    return _checkpointing_fork(replace(settings, query_count_diagnostics=False, write_count_diagnostics=False,
-                                       records_examined_diagnostics=False))
+    return _checkpointing_fork(without_diagnostics(settings))
 
 
 # ---------------------------------------------------------------- DIAG-RECORDS-001
