@@ -38,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-lineage-depth", type=int)
     parser.add_argument("--workers", type=int, default=1, help="server processes sharing the database (use PostgreSQL)")
     parser.add_argument(
+        "--otlp-endpoint", default=os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or None, metavar="URL",
+        help="export OpenTelemetry traces over OTLP/HTTP to URL, e.g. http://127.0.0.1:4318/v1/traces "
+        "(needs pip install -e '.[otel]'; default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)",
+    )
+    parser.add_argument(
         "--legacy", action="store_true",
         help="run a pre-lineage server (profile legacy): no fork or lineage; clients fork by replay history",
     )
@@ -93,6 +98,8 @@ def serve(args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.tokens_file}: {exc}") from None
     else:
         print("session-lineage: development mode: any bearer token names its own principal", file=sys.stderr)
+    if args.otlp_endpoint:
+        require_tracing(args.otlp_endpoint)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
     settings = Settings(
         database_url=args.database_url,
@@ -101,6 +108,7 @@ def serve(args: argparse.Namespace) -> int:
         projects=projects,
         limits=limits,
         legacy=args.legacy,
+        otlp_endpoint=args.otlp_endpoint,
     )
     if args.workers > 1:
         from reference_impl.http.factory import settings_to_environment
@@ -119,5 +127,21 @@ def serve(args: argparse.Namespace) -> int:
         app = create_app(settings)
     except Exception as exc:  # a database URL the server cannot open: one line, not a traceback
         raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    finally:
+        app.state.stop_tracing()  # the last spans leave before the process does
     return 0
+
+
+def require_tracing(endpoint: str) -> None:
+    """A usable OTLP endpoint and the `[otel]` extra installed, or a configuration error now
+    (before any worker starts) rather than a traceback later."""
+    if not endpoint.startswith(("http://", "https://")):
+        raise ConfigError(f"--otlp-endpoint {endpoint!r} is not an http(s) URL (e.g. http://127.0.0.1:4318/v1/traces)")
+    try:
+        import reference_impl.telemetry  # noqa: F401 (imported to learn whether the extra is there)
+    except ImportError as exc:
+        raise ConfigError(
+            f"--otlp-endpoint needs the OpenTelemetry extra ({exc.name or exc} is missing): pip install -e '.[otel]'"
+        ) from None

@@ -26,6 +26,9 @@ class Limits:
     max_export_records: int = 5_000  # transcript-export: the most records (and turns) one export returns
 
 
+# Advertised while the server exports its traces (Settings.otlp_endpoint): round trips countable from spans.
+TRACE_CAPABILITY = "diagnostics.trace-context"
+
 # The diagnostics capabilities, and the setting that sends each one's header.
 DIAGNOSTICS_FLAGS = {
     "diagnostics.query-count": "query_count_diagnostics",
@@ -59,6 +62,15 @@ class Settings:
     # A pre-lineage server (profile `legacy`, `serve --legacy`): no fork, lineage or idempotent forks;
     # clients fork by replaying history on a new session's first turn (capability `replay-history`).
     legacy: bool = False
+    # Export OpenTelemetry traces over OTLP/HTTP to this URL (`serve --otlp-endpoint`, the `[otel]`
+    # extra): server spans and a database client span per statement (reference_impl/telemetry.py).
+    otlp_endpoint: str | None = None
+
+    @property
+    def trace_context(self) -> bool:
+        """Whether the server advertises `diagnostics.trace-context`: it exports its spans and
+        continues the caller's trace, so its round trips can be counted from them."""
+        return bool(self.otlp_endpoint) and TRACE_CAPABILITY not in self.disabled_capabilities
 
     def __post_init__(self) -> None:
         """A disabled diagnostics capability turns its header off (the flags stay the one switch)."""

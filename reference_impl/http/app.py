@@ -166,8 +166,17 @@ def open_store(settings: Settings, transaction_class: type[Transaction] = Transa
 
 
 def create_app(settings: Settings) -> Starlette:
-    """Open (and migrate) the database named by the settings, then build the application."""
-    services = build_services(open_store(settings), settings)
+    """Open (and migrate) the database named by the settings, then build the application; traced
+    when the settings name an OTLP endpoint (its flush-and-stop call in `app.state.stop_tracing`)."""
+    store = open_store(settings)
+    services = build_services(store, settings)
     if services.suspend is not None:
         services.suspend.interrupt_running_turns()  # SUSPEND-INTERRUPTED-001: turns left running
-    return build_app(services, settings)
+    app = build_app(services, settings)
+    app.state.stop_tracing = lambda: None
+    if settings.otlp_endpoint:  # after the migration: its statements belong to no request
+        from reference_impl.telemetry import instrument
+
+        engines = [engine for engine in (store.engine, store.records_engine) if engine is not None]
+        app.state.stop_tracing = instrument(app, engines, settings.otlp_endpoint)
+    return app

@@ -26,6 +26,7 @@ def settings_to_environment(settings: Settings) -> None:
             "records_examined_diagnostics": settings.records_examined_diagnostics,
             "limits": vars(settings.limits),
             "legacy": settings.legacy,
+            "otlp_endpoint": settings.otlp_endpoint,  # each worker process traces itself
         }
     )
 

@@ -118,6 +118,7 @@ def build_services(store: Store, settings: Settings, overrides: Mapping[str, typ
         settings.query_count_diagnostics,
         write_count_diagnostics=settings.write_count_diagnostics,
         records_examined_diagnostics=settings.records_examined_diagnostics and not settings.legacy,
+        trace_context=settings.trace_context,
     )
     if settings.legacy:
         capabilities.only = LEGACY_CAPABILITIES

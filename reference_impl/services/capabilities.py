@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from reference_impl.services.common import ChapterService
-from reference_impl.settings import Limits
+from reference_impl.settings import TRACE_CAPABILITY, Limits
 
 
 class CapabilitiesService:
@@ -19,12 +19,14 @@ class CapabilitiesService:
         query_count_diagnostics: bool,
         write_count_diagnostics: bool = False,
         records_examined_diagnostics: bool = False,
+        trace_context: bool = False,
     ) -> None:
         self.limits = limits
         self.chapters = chapters
         self.query_count_diagnostics = query_count_diagnostics
         self.write_count_diagnostics = write_count_diagnostics
         self.records_examined_diagnostics = records_examined_diagnostics
+        self.trace_context = trace_context  # exports its spans: diagnostics.trace-context
         self.only: frozenset[str] | None = None  # a legacy server advertises only these
 
 
@@ -42,6 +44,8 @@ class CapabilitiesService:
         if self.records_examined_diagnostics:
             names.append("diagnostics.records-examined")
             diagnostics["records_examined_header"] = "Storage-Records-Examined"
+        if self.trace_context:
+            names.append(TRACE_CAPABILITY)
         if self.only is not None:
             names = [name for name in names if name in self.only]
         limits = self.limits

@@ -1,0 +1,149 @@
+"""The reference's OpenTelemetry spans count what its `Storage-Round-Trips` header counts (issue 21).
+
+A round trip in span terms is a database client span (kind CLIENT, `db.system`) that is not
+transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE): the header's definition too. The
+reference is read at depths 0, 1, 5 and the maximum, on SQLite and on PostgreSQL, each request in a
+trace of the test's own, and the spans of that trace are counted.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from conformance.embedded import serve_app
+from reference_impl.http.app import build_app, open_store
+from reference_impl.services import build_services
+from reference_impl.settings import Settings
+from reference_impl.telemetry import instrument
+
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+READS = ("transcript", "lineage", "session")
+
+
+def is_round_trip(span: ReadableSpan) -> bool:
+    attributes = span.attributes or {}
+    statement = str(attributes.get("db.statement") or attributes.get("db.query.text") or span.name)
+    is_client = span.kind is SpanKind.CLIENT and ("db.system" in attributes or "db.system.name" in attributes)
+    return is_client and not statement.lstrip().upper().startswith(TRANSACTION_CONTROL)
+
+
+@contextmanager
+def traced_reference(database_url: str, records_database_url: str | None = None) -> Iterator[tuple[str, InMemorySpanExporter]]:
+    """The reference (every engine instrumented, as `create_app` does) exporting to memory."""
+    settings = Settings(database_url=database_url, records_database_url=records_database_url)
+    store = open_store(settings)
+    app = build_app(build_services(store, settings), settings)
+    exporter = InMemorySpanExporter()
+    engines = [engine for engine in (store.engine, store.records_engine) if engine is not None]
+    stop = instrument(app, engines, "", exporter=exporter)
+    try:
+        with serve_app(app) as server:
+            yield server.url, exporter
+    finally:
+        stop()  # flushes every span into the exporter
+
+
+def traced_get(http: httpx.Client, path: str) -> tuple[str, str, int]:
+    """GET in a fresh trace: (trace id, the caller's span id, the header's round trips)."""
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    response = http.get(path, headers={"traceparent": f"00-{trace_id}-{span_id}-01"})
+    assert response.status_code == 200, response.text
+    return trace_id, span_id, int(response.headers["Storage-Round-Trips"])
+
+
+def counts_by_depth(database_url: str, records_database_url: str | None = None) -> dict[str, dict[int, tuple[int, int]]]:
+    """(header, spans) for each read at depths 0, 1, 5 and the maximum."""
+    with traced_reference(database_url, records_database_url) as (url, exporter):
+        with httpx.Client(base_url=url, headers={"Authorization": "Bearer alice"}) as http:
+            maximum = http.get("/capabilities").json()["limits"]["max_lineage_depth"]
+            ids = [http.post("/sessions", json={}).json()["session_id"]]
+            for _ in range(maximum):
+                turn = http.post(f"/sessions/{ids[-1]}/turns", json={"role": "user"}).json()
+                http.post(f"/sessions/{ids[-1]}/turns/{turn['turn_id']}/records", json={"records": [{"type": "m", "content": {}}]})
+                http.post(f"/sessions/{ids[-1]}/turns/{turn['turn_id']}/finish", json={"status": "completed"})
+                ids.append(http.post(f"/sessions/{ids[-1]}/fork", json={"cut": {"mode": "latest"}}).json()["session"]["session_id"])
+            sent: dict[str, dict[int, tuple[str, str, int]]] = {read: {} for read in READS}
+            for depth in (0, 1, 5, maximum):
+                sid = ids[depth]
+                sent["transcript"][depth] = traced_get(http, f"/sessions/{sid}/transcript")
+                sent["lineage"][depth] = traced_get(http, f"/sessions/{sid}/lineage")
+                sent["session"][depth] = traced_get(http, f"/sessions/{sid}")
+    spans: dict[str, list[ReadableSpan]] = defaultdict(list)
+    for span in exporter.get_finished_spans():
+        spans[format(span.context.trace_id, "032x")].append(span)
+    counts: dict[str, dict[int, tuple[int, int]]] = {read: {} for read in READS}
+    for read, by_depth in sent.items():
+        for depth, (trace_id, span_id, header) in by_depth.items():
+            trace = spans[trace_id]
+            server = [s for s in trace if s.kind is SpanKind.SERVER]
+            assert len(server) == 1 and format(server[0].parent.span_id, "016x") == span_id, (
+                f"{read} at depth {depth}: the server span does not continue the caller's trace"
+            )
+            counts[read][depth] = (header, sum(1 for s in trace if is_round_trip(s)))
+    return counts
+
+
+def assert_agree(counts: dict[str, dict[int, tuple[int, int]]]) -> None:
+    disagree = {read: by_depth for read, by_depth in counts.items() if any(h != s for h, s in by_depth.values())}
+    assert not disagree, f"header and span counts differ (header, spans) by depth: {disagree}"
+    assert all(header >= 1 for by_depth in counts.values() for header, _ in by_depth.values()), counts
+
+
+def test_spans_equal_the_header_on_sqlite(tmp_path) -> None:
+    counts = counts_by_depth(f"sqlite:///{tmp_path / 'otel.db'}")
+    assert_agree(counts)
+    assert {spans for _, spans in counts["transcript"].values()} == {2}  # one chain query, one records query
+
+
+def test_spans_equal_the_header_on_two_stores(tmp_path) -> None:
+    """Both engines of a two-store deployment are traced: the records store's statements count too."""
+    assert_agree(counts_by_depth(f"sqlite:///{tmp_path / 'sessions.db'}", f"sqlite:///{tmp_path / 'records.db'}"))
+
+
+@pytest.mark.postgres
+def test_spans_equal_the_header_on_postgres(postgres_url: str) -> None:
+    assert_agree(counts_by_depth(postgres_url))
+
+
+def test_trace_capability_is_advertised_only_while_tracing(tmp_path) -> None:
+    from reference_impl.settings import TRACE_CAPABILITY
+
+    def advertised(**settings: object) -> list[str]:
+        chosen = Settings(database_url=f"sqlite:///{tmp_path / 'caps.db'}", **settings)  # type: ignore[arg-type]
+        return build_services(open_store(chosen), chosen).capabilities.capabilities("1.3.0")["capabilities"]
+
+    assert TRACE_CAPABILITY in advertised(otlp_endpoint="http://127.0.0.1:4318/v1/traces")
+    assert TRACE_CAPABILITY not in advertised()
+    assert TRACE_CAPABILITY not in advertised(
+        otlp_endpoint="http://127.0.0.1:4318/v1/traces", disabled_capabilities=frozenset({TRACE_CAPABILITY})
+    )
+
+
+def test_serve_without_the_extra_exits_2_naming_it(monkeypatch, capsys, tmp_path) -> None:
+    """The endpoint from the standard environment variable; the extra missing: one line, exit 2."""
+    import sys
+
+    from reference_impl.cli import main
+
+    monkeypatch.delitem(sys.modules, "reference_impl.telemetry", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.instrumentation.asgi", None)  # as if not installed
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4318/v1/traces")
+    assert main(["--database-url", f"sqlite:///{tmp_path / 'x.db'}"]) == 2
+    error = capsys.readouterr().err
+    assert "pip install -e '.[otel]'" in error and "opentelemetry.instrumentation.asgi" in error, error
+
+
+def test_serve_refuses_an_endpoint_that_is_no_url(capsys, tmp_path) -> None:
+    from reference_impl.cli import main
+
+    assert main(["--database-url", f"sqlite:///{tmp_path / 'x.db'}", "--otlp-endpoint", "4318"]) == 2
+    assert "--otlp-endpoint '4318' is not an http(s) URL" in capsys.readouterr().err
