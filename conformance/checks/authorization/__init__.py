@@ -17,4 +17,5 @@ from conformance.checks.authorization import (  # noqa: F401  (imported to regis
     attachments,
     deletion,
     listing,
+    orders,
 )
