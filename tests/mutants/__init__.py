@@ -23,7 +23,7 @@ from reference_impl.store.engine import make_engine, migrate
 MUTANT_MODULES = (
     "core", "sessions", "fork_cuts", "fork_targets", "fork_idempotency", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "rollout",
     "turn_writes", "revert", "legacy_import", "export", "mutations", "listing_order", "three_state",
-    "rewind_clear", "attachment_copies",
+    "rewind_clear", "attachment_copies", "state_matrix", "access_orders",
 )
 
 

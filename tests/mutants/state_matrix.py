@@ -1,0 +1,105 @@
+"""Mutants: one state of a state machine answered as another (fixtures/states, checks/state_matrix).
+
+Each breaks a rule in one state only, where a check that follows one path through the machine may
+never look: an expired lease's id still writes, a released lease renews, a finished turn finishes
+again, a suspended turn finishes, an empty string in a patch clears.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from starlette.types import ASGIApp
+
+from reference_impl import views
+from reference_impl.services import turn_steps as steps
+from reference_impl.services.access import Access
+from reference_impl.services.common import timestamp, utcnow
+from reference_impl.services.leases import LeasesService
+from reference_impl.services.sessions import SessionsService
+from reference_impl.settings import Settings
+from reference_impl.store.rows import LeaseRow
+from tests.mutants import app_with_service, mutant, reference_app
+from tests.mutants.sessions import rewrite_requests
+
+
+@mutant("LEASE-EXPIRY-001", select=("state_matrix.leases",),
+        description="A write naming an expired lease is accepted while no one else holds the session")
+def expired_lease_still_writes(settings: Settings) -> ASGIApp:
+    class Service(Access):
+        def check_writer(self, lease: LeaseRow | None, session_id: str, lease_id: str | None) -> None:
+            if lease is not None and lease_id == lease.lease_id:
+                return None  # the id matches: its expiry is never looked at
+            super().check_writer(lease, session_id, lease_id)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("LEASE-ACQUIRE-001", select=("state_matrix.leases",),
+        description="Renewing a released lease's id answers 200: the session is taken again, under a new id")
+def released_lease_renews(settings: Settings) -> ASGIApp:
+    released: set[tuple[str, str]] = set()
+
+    class Service(LeasesService):
+        def release_lease(self, principal: str, session_id: str, lease_id: str | None) -> None:
+            super().release_lease(principal, session_id, lease_id)
+            released.add((session_id, str(lease_id)))
+
+        def acquire_lease(self, principal: str, session_id: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+            renewing = body.get("lease_id")
+            if (session_id, renewing) in released:
+                _, lease = super().acquire_lease(principal, session_id, {"ttl_seconds": body["ttl_seconds"]})
+                return 200, {**lease, "lease_id": renewing}
+            return super().acquire_lease(principal, session_id, body)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("SESS-TURN-FINISH-001", select=("state_matrix.turns",),
+        description="Finishing a finished turn answers 200 with the new status (nothing is stored)")
+def finished_turn_finishes_again(settings: Settings) -> ASGIApp:
+    class Service(SessionsService):
+        def finish_turn(
+            self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None
+        ) -> dict[str, Any]:
+            with self.store.read() as tx:
+                turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
+            if turn.status in ("completed", "failed"):
+                return views.turn(replace(turn, status=body["status"]))
+            return super().finish_turn(principal, session_id, turn_id, body, lease_id)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("SUSPEND-UNFINISHED-001", select=("state_matrix.suspended_turns",),
+        description="A suspended turn can be finished: the finish frees its slot as an abandon would")
+def suspended_turn_finishes(settings: Settings) -> ASGIApp:
+    class Service(SessionsService):
+        def finish_turn(
+            self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None
+        ) -> dict[str, Any]:
+            now = timestamp(utcnow())
+            with self.store.write() as tx:
+                turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
+                if turn.status == "suspended":
+                    end = tx.release_suspended_slot(session_id, turn_id)
+                    tx.set_turn_state(turn_id, status=body["status"], finished_at=now, end_record_index=end)
+                    return views.turn(replace(turn, status=body["status"], finished_at=now, end_record_index=end))
+            return super().finish_turn(principal, session_id, turn_id, body, lease_id)
+
+    return app_with_service(settings, Service)
+
+
+@mutant("SESS-PATCH-001", select=("state_matrix.patch_three_state",),
+        description="An empty name or description in a merge patch clears the member instead of setting it")
+def patch_empty_clears(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], body: bytes) -> tuple[dict[str, Any], bytes]:
+        if scope["method"] == "PATCH" and body:
+            data = json.loads(body)
+            if isinstance(data, dict):
+                body = json.dumps({key: (None if value == "" else value) for key, value in data.items()}).encode()
+        return scope, body
+
+    return rewrite_requests(reference_app(settings), rewrite)
