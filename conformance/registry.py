@@ -29,6 +29,7 @@ CHECK_MODULES = (
     "errors",
     "rollout",
     "vectors",
+    "state_matrix",
     "stateful",
     "fuzz",
 )
