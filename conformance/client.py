@@ -8,6 +8,7 @@ status and content type; errors must be problem+json whose `status` equals the H
 from __future__ import annotations
 
 import json as jsonlib
+import secrets
 import threading
 import time
 from typing import Any
@@ -52,6 +53,15 @@ class Recorder:
     def last(self) -> Exchange | None:
         with self._lock:
             return self.exchanges[-1] if self.exchanges else None
+
+
+def new_traceparent() -> str:
+    """A fresh W3C trace context (version 00, sampled): every request is its own trace, so the spans
+    a target exports for it (otlp.py) are found by its trace id."""
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    while not int(trace_id, 16) or not int(span_id, 16):  # all zeros is invalid
+        trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    return f"00-{trace_id}-{span_id}-01"
 
 
 def _text(value: str | bytes) -> str:
@@ -111,7 +121,10 @@ class ApiClient:
         if params:
             url = str(httpx.URL(url, params={k: v for k, v in params.items() if v is not None}))
         started = time.perf_counter()
+        traced = not (headers and any(name.lower() == "traceparent" for name in headers))
         for attempt in range(READ_RETRIES + 1):
+            if traced:  # a fresh trace per attempt: a retried read's spans are not counted twice
+                request_headers["traceparent"] = new_traceparent()
             try:
                 answer = self._http.request(
                     method, url, content=content, headers=[*request_headers.items(), *(repeated_headers or [])]

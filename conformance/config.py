@@ -45,6 +45,8 @@ class Config:
     keep: bool = False  # keep what the suite created (today nothing can be removed anyway)
     skip_preflight: tuple[str, ...] = ()  # preflight items not to run
     roles: tuple[str, ...] = ()  # the role of each token, in order; empty: ROLES in order
+    otlp_receiver: str | None = None  # [HOST:]PORT of the run's OTLP/HTTP trace receiver (otlp.py)
+    otlp_wait: float = 5.0  # the most a count waits for a request's spans, in seconds
 
     def role_index(self) -> dict[str, int]:
         """Which token plays each role."""
@@ -185,6 +187,14 @@ DEPTHS: dict[str, dict[str, int]] = {
 }
 
 
+def _otlp_address(value: Any) -> str:
+    from conformance.otlp import address
+
+    text = str(value).strip()
+    address(text)  # raises ValueError saying the form expected
+    return text
+
+
 def _depth(value: Any) -> str:
     text = str(value).strip().lower()
     if text not in DEPTHS:
@@ -210,6 +220,8 @@ KEYS = (
     Key("profile", _claim, help="the profile the target claims, NAME or NAME@VERSION (default: full at the suite's spec version)"),
     Key("keep", _bool, help="keep every session the suite creates (otherwise purged at the end where the target offers purge)"),
     Key("skip_preflight", _preflight_names, help="preflight items not to run, comma-separated"),
+    Key("otlp_receiver", _otlp_address, help="[HOST:]PORT: receive the target's OTLP/HTTP traces there and count round trips from its database spans"),
+    Key("otlp_wait", _positive_float, help="seconds to wait, at most, for the spans of one request (default 5)"),
 )
 KEY_NAMES = {key.name for key in KEYS}
 

@@ -75,17 +75,24 @@ def _status_line(req: dict[str, Any]) -> str:
     parts = [f"**{req['level']}**", f"since {req['since']}"]
     if req.get("changed"):
         parts.append(f"changed in {req['changed']}")
+    capabilities = spec.requirement_capabilities(req)
     parts.append(
-        f"applies when the server advertises `{req['capability']}`" if req.get("capability") else "applies to every server"
+        f"applies when the server advertises {_either(capabilities)}" if capabilities else "applies to every server"
     )
-    if req.get("verifiable_with"):
-        parts.append(f"verifiable with `{req['verifiable_with']}` (without it: not verified)")
+    evidence = [req["verifiable_with"]] if isinstance(req.get("verifiable_with"), str) else req.get("verifiable_with") or []
+    if evidence:
+        parts.append(f"verifiable with {_either(evidence)} (without {'it' if len(evidence) == 1 else 'any'}: not verified)")
     operations = req.get("operations", [])
     if operations == "all":
         parts.append("every operation")
     elif operations:
         parts.append("operations " + ", ".join(f"`{name}`" for name in operations))
     return " · ".join(parts)
+
+
+def _either(names: list[str]) -> str:
+    """`a`, or `a` or `b`: capabilities of which any one is enough."""
+    return " or ".join(f"`{name}`" for name in names)
 
 
 def _capability_table(capabilities: list[dict[str, Any]]) -> list[str]:

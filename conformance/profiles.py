@@ -89,11 +89,21 @@ class Scope:
         since = str(entry.get("since", "0.0.0"))
         if spec.version_tuple(since) > spec.version_tuple(self.claim.version):
             return f"added in spec {since}, after the claimed {self.claim}"
-        capability = entry.get("capability")
-        return f"needs '{capability}', which profile '{self.claim.profile}' does not include"
+        capability = " or ".join(f"'{name}'" for name in spec.requirement_capabilities(entry))
+        return f"needs {capability}, which profile '{self.claim.profile}' does not include"
 
     def capabilities(self, profile: str | None = None) -> list[str]:
         return spec.profile_capabilities(self.profiles[profile or self.claim.profile], self.claim.version)
+
+    def stand_in(self, capability: str, advertised: list[str]) -> str | None:
+        """The advertised capability the claimed profile accepts in place of `capability` (`or` in
+        profiles.yaml, either way round), if any."""
+        for name, other in spec.stand_ins(self.profiles[self.claim.profile], self.claim.version).items():
+            if capability in (name, other):
+                alternative = other if capability == name else name
+                if alternative in advertised:
+                    return alternative
+        return None
 
     def requiring_profile(self, capability: str) -> str | None:
         """The claimed profile when it includes the capability (for "not testable" messages)."""
@@ -120,7 +130,7 @@ def profile_results(
         if entry.get("only_when_claimed") and name != scope.claim.profile:
             continue  # e.g. `legacy`: a lineage server is not described as a legacy one
         mine = [v for v in verdicts if scope.in_profile(v.id, name)]
-        missing = [c for c in scope.capabilities(name) if c not in advertised]
+        missing = spec.missing_capabilities(entry, scope.claim.version, advertised)
         failed = [v.id for v in mine if v.outcome is Outcome.FAIL and v.level in gating]
         if strict:
             failed += [v.id for v in mine if v.outcome is Outcome.XPASS]
@@ -156,7 +166,8 @@ def describe(profile: ProfileResult, limit: int = 3, stated: dict[str, str] | No
     IDs in `stated` (ID -> the profile whose description already named it) are not repeated.
     """
     stated = stated if stated is not None else {}
-    reasons = [f"{name} missing" for name in profile.missing_capabilities]
+    stand_in = {other: name for name, other in spec.stand_ins(profile.name, profile.version).items()} if profile.name in spec.profiles() else {}
+    reasons = [f"{name}{f' (or {stand_in[name]})' if name in stand_in else ''} missing" for name in profile.missing_capabilities]
     failed = [req for req in profile.failed_requirements if req not in stated]
     if failed:
         reasons.append(f"{_listed(failed, limit)} failed")

@@ -125,3 +125,17 @@ class Response:
 
     def header(self, name: str) -> str | None:
         return self.headers.get(name.lower())
+
+    @property
+    def trace(self) -> tuple[str, str] | None:
+        """(trace id, span id) of the W3C `traceparent` the request carried, if one was sent."""
+        return trace_of(self.exchange)
+
+
+def trace_of(exchange: Exchange) -> tuple[str, str] | None:
+    """(trace id, span id) of the W3C `traceparent` an exchange's request carried."""
+    value = next((v for k, v in exchange.request_headers.items() if k.lower() == "traceparent"), None)
+    parts = value.strip().split("-") if isinstance(value, str) else []
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    return parts[1].lower(), parts[2].lower()

@@ -125,14 +125,15 @@ class Target:
     # ------------------------------------------------------------------------------ one check
     def _run_one(self, item: Check) -> CheckResult:
         scope = self.scope
-        missing = [need for need in item.needs if need not in self.advertised()]
+        missing = [need for need in item.needs if not self._offered(item, need)]
         subjects = [need for need in missing if not self._evidence_only(item, need)]
         if subjects:
             return self._cannot_run(item, subjects[0], scope)
         if missing:  # only what would show the evidence is missing: the rules apply, unverified
+            shown_by = [" or ".join(repr(name) for name in self._ways(item, need)) for need in missing]
             reason = (
                 f"{', '.join(item.requirements)} {'is' if len(item.requirements) == 1 else 'are'} verifiable only with "
-                f"{' and '.join(repr(name) for name in missing)} (requirements.yaml `verifiable_with`), which the target does not advertise"
+                f"{' and '.join(shown_by)} (requirements.yaml `verifiable_with`), which the target does not advertise"
             )
             return check_result(item, self.catalogue, Outcome.NOT_VERIFIED, "", reason=reason)
         seed = check_seed(self.config.seed, item.name)
@@ -185,6 +186,22 @@ class Target:
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return result
 
+    def _ways(self, item: Check, need: str) -> list[str]:
+        """`need` and the capabilities every rule of the check accepts in its place: those named with
+        it in each rule's `capability` list, or in each rule's `verifiable_with` list."""
+        ways: set[str] | None = None
+        for req in item.requirements:
+            entry = self.catalogue.get(req, {})
+            lists = [names for names in (spec.requirement_capabilities(entry), verifiable_with(entry)) if need in names]
+            found = {name for names in lists for name in names}
+            ways = found if ways is None else ways & found
+        return [need, *sorted((ways or set()) - {need})]
+
+    def _offered(self, item: Check, need: str) -> bool:
+        """Whether the target advertises `need`, or a capability every rule of the check accepts in its
+        place (round trips: the header's `diagnostics.query-count` or the spans' `diagnostics.trace-context`)."""
+        return any(name in self.advertised() for name in self._ways(item, need))
+
     def _evidence_only(self, item: Check, capability: str) -> bool:
         """Whether a capability the check needs only shows the evidence of its rules (every rule names
         it in `verifiable_with`) rather than bringing what they govern."""
@@ -193,6 +210,14 @@ class Target:
     def _cannot_run(self, item: Check, capability: str, scope: Scope, **extra: Any) -> CheckResult:
         """A check whose capability the target lacks: a failure within the claim, else out of scope."""
         in_claim = [r for r in item.requirements if scope.in_profile(r)]
+        instead = scope.stand_in(capability, self.advertised())
+        if in_claim and instead:  # the claimed profile takes the other: rules conditional on this one do not bind
+            reason = (
+                f"target lacks '{capability}' and advertises '{instead}', which profile '{scope.claim.profile}' "
+                f"accepts in its place; {', '.join(item.requirements)} {'binds' if len(item.requirements) == 1 else 'bind'} "
+                f"only servers that advertise '{capability}'"
+            )
+            return check_result(item, self.catalogue, Outcome.OUT_OF_SCOPE, "", reason=reason, **extra)
         if in_claim:
             profile = scope.requiring_profile(capability)
             why = f"which profile '{profile}' requires" if profile else f"which this check needs for {', '.join(in_claim)}"

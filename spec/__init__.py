@@ -78,17 +78,23 @@ def version_tuple(version: str) -> tuple[int, int, int]:
 
 
 def profiles() -> dict[str, dict[str, Any]]:
-    """The conformance profiles of profiles.yaml, each as `{since, title, capabilities}` where
-    `capabilities` maps every capability name to the spec version that added it to the profile."""
+    """The conformance profiles of profiles.yaml, each as `{since, title, capabilities, stand_ins}`
+    where `capabilities` maps every capability name to the spec version that added it to the profile,
+    and `stand_ins` maps a capability listed with `or` to the one it may stand in for."""
     found: dict[str, dict[str, Any]] = {}
     for name, entry in load_yaml(PROFILES_PATH)["profiles"].items():
         capabilities: dict[str, str] = {}
+        stand_ins: dict[str, str] = {}
         for item in entry["capabilities"]:
             if isinstance(item, str):
                 capabilities[item] = str(entry["since"])
             else:
                 capabilities[str(item["name"])] = str(item["since"])
-        found[str(name)] = {"since": str(entry["since"]), "title": entry["title"], "capabilities": capabilities}
+                if item.get("or"):
+                    stand_ins[str(item["name"])] = str(item["or"])
+        found[str(name)] = {
+            "since": str(entry["since"]), "title": entry["title"], "capabilities": capabilities, "stand_ins": stand_ins,
+        }
         if entry.get("only_when_claimed"):
             found[str(name)]["only_when_claimed"] = True
         if entry.get("chapters") is not None:
@@ -108,21 +114,46 @@ def profile_capabilities(profile: str | dict[str, Any], version: str) -> list[st
     return [name for name, since in entry["capabilities"].items() if version_tuple(since) <= at]
 
 
+def requirement_capabilities(requirement: dict[str, Any]) -> list[str]:
+    """The capabilities a rule is conditional on (`capability`: a name, or a list of which any one binds)."""
+    value = requirement.get("capability") or []
+    return [value] if isinstance(value, str) else [str(name) for name in value]
+
+
+def stand_ins(profile: str | dict[str, Any], version: str) -> dict[str, str]:
+    """The profile's capabilities at `version` listed with `or`, each to the one it may stand in for."""
+    entry = profiles()[profile] if isinstance(profile, str) else profile
+    held = profile_capabilities(entry, version)
+    return {name: other for name, other in entry.get("stand_ins", {}).items() if name in held and other in held}
+
+
+def missing_capabilities(profile: str | dict[str, Any], version: str, advertised: list[str]) -> list[str]:
+    """The profile's capabilities at `version` a server does not advertise. A stand-in (`or`) is
+    never missing itself, and the capability it stands in for is not missing when it is advertised."""
+    pairs = stand_ins(profile, version)
+    return [
+        name
+        for name in profile_capabilities(profile, version)
+        if name not in advertised and name not in pairs and not any(p == name and s in advertised for s, p in pairs.items())
+    ]
+
+
 def in_profile(requirement: dict[str, Any], profile: str | dict[str, Any], version: str | None = None) -> bool:
     """Whether a requirement belongs to a profile: it names no `capability` (every server must meet
     it; a profile listing `chapters` holds only those chapters' unconditional rules) or names one of
     the profile's. With `version`, the requirement (by its `since`) and its capability must also
     exist at that version of the profile."""
     entry = profiles()[profile] if isinstance(profile, str) else profile
-    capability = requirement.get("capability")
+    capabilities = requirement_capabilities(requirement)
     chapters = entry.get("chapters")
-    if capability is None and chapters is not None and requirement.get("chapter") not in chapters:
+    if not capabilities and chapters is not None and requirement.get("chapter") not in chapters:
         return False
     if version is None:
-        return capability is None or capability in entry["capabilities"]
+        return not capabilities or any(name in entry["capabilities"] for name in capabilities)
     if version_tuple(str(requirement.get("since", "0.0.0"))) > version_tuple(version):
         return False
-    return capability is None or capability in profile_capabilities(entry, version)
+    held = profile_capabilities(entry, version)
+    return not capabilities or any(name in held for name in capabilities)
 
 
 def problem_type_uri(kind: str) -> str:

@@ -284,7 +284,7 @@ def large_last_turn(ctx: CheckContext) -> None:
     needs=(CAPABILITY, "diagnostics.query-count"),
 )
 def cost_by_depth(ctx: CheckContext) -> None:
-    from conformance.checks.diagnostics import round_trips
+    from conformance.counts import round_trips
 
     maximum = ctx.limits["max_lineage_depth"]
     ids = ctx.chain(maximum)
@@ -293,7 +293,7 @@ def cost_by_depth(ctx: CheckContext) -> None:
         if depth < len(ids):
             response = read(ctx, ids[depth])
             ctx.expect_status(response, 200, None, "CONTEXT-READ-001")
-            costs[depth] = round_trips(response)
+            costs[depth] = round_trips(ctx, response)
     ctx.details["context_round_trips_by_depth"] = costs
     over = {depth: cost for depth, cost in costs.items() if cost > COST_BOUND}
     ctx.expect(not over, f"a context read cost more than {COST_BOUND} round trips; by depth: {costs}")

@@ -1,5 +1,5 @@
 """Chapter: diagnostics (storage round trips, stored items written and stored records examined,
-observed through the advertised headers)."""
+observed through the advertised headers, and round trips through the exported spans)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from conformance.checks.fork.writes import fork_writes, header_count, judge_fork
 from conformance.checks.leases import acquire
 from conformance.client import Response, describe
 from conformance.context import CheckContext
-from conformance.errors import CheckFailed
+from conformance.counts import QUERY_COUNT, header_round_trips, request_spans, round_trips, sources
+from conformance.errors import CheckFailed, NotVerified, Unsupported
+from conformance.otlp import TRACE_CAPABILITY
 from conformance.registry import check
 
-CAPABILITY = "diagnostics.query-count"
-HEADER = "Storage-Round-Trips"
+CAPABILITY = QUERY_COUNT
 WRITES_CAPABILITY = "diagnostics.write-count"
 WRITES_HEADER = "Storage-Items-Written"
 BYTES_HEADER = "Storage-Bytes-Written"  # with WRITES_CAPABILITY, since 1.3.0 (DIAG-BYTES-001)
@@ -28,10 +29,6 @@ LINEAGE_READ_BOUND = 1
 SESSION_READ_BOUND = 1
 LARGE_SOURCE_TURNS = 6
 LARGE_SOURCE_RECORDS_PER_TURN = 100  # at most; fewer when max_records_per_append is lower
-
-
-def round_trips(response: Response) -> int:
-    return header_count(response, HEADER, "DIAG-HEADER-001")
 
 
 def items_written(response: Response) -> int:
@@ -60,13 +57,64 @@ def header_on_every_response(ctx: CheckContext) -> None:
         ctx.fork(sid, {"mode": "through", "turn_id": ctx.new_id("missing")}),
         ctx.anonymous.get(f"/sessions/{sid}"),
     ]
-    counts = [round_trips(response) for response in responses]
+    counts = [header_round_trips(response) for response in responses]
     ctx.expect(counts[1] >= 1 and counts[2] >= 1, f"reads that touch storage reported {counts[1:3]} round trips")
     # Counted, not estimated: discovery and a refused request cost less than a transcript read.
     ctx.expect(
         counts[0] < counts[2] and counts[7] < counts[2],
         f"discovery reported {counts[0]}, an unauthenticated request {counts[7]}, a transcript read {counts[2]}",
     )
+
+
+def _storage_requests(ctx: CheckContext) -> list[Response]:
+    """Answers of every kind: discovery, reads, a fork, refusals (not found, no credentials)."""
+    source, _, _ = ctx.conversation(1)
+    sid = source["session_id"]
+    return [
+        ctx.alice.get("/capabilities"),
+        ctx.alice.get(f"/sessions/{sid}"),
+        ctx.alice.get(f"/sessions/{sid}/transcript"),
+        ctx.alice.get(f"/sessions/{sid}/lineage"),
+        ctx.fork(sid, {"mode": "latest"}),
+        ctx.alice.get(f"/sessions/{ctx.new_id('missing')}"),
+        ctx.anonymous.get(f"/sessions/{sid}"),
+    ]
+
+
+@check("DIAG-SPANS-001", title="The caller's trace is continued, and each round trip is one database client span",
+       needs=(TRACE_CAPABILITY,))
+def spans_continue_the_trace(ctx: CheckContext) -> None:
+    if "spans" not in sources(ctx.capabilities, ctx.config):
+        raise NotVerified("the target's spans are observable only through the suite's OTLP receiver: run with --otlp-receiver [HOST:]PORT")
+    responses = _storage_requests(ctx)
+    traces = [request_spans(ctx.config, response) for response in responses]
+    for response, trace in zip(responses, traces):
+        trace_id, span_id = response.trace or ("", "")
+        server = trace.server_span(span_id)
+        ctx.expect(
+            server is not None or bool(trace.round_trips),
+            f"{describe(response.exchange)}: its trace {trace_id} holds neither a server span that continues the "
+            f"suite's span {span_id} nor a database client span",
+        )
+    counts = {f"{r.exchange.method} {r.exchange.url}": len(t.round_trips) for r, t in zip(responses, traces)}
+    ctx.details["span_round_trips"] = counts
+    reads = [len(traces[n].round_trips) for n in (1, 2)]
+    ctx.expect(
+        all(count >= 1 for count in reads),
+        f"a session read and a transcript read, which touch storage, exported {reads} database client spans: "
+        f"every round trip is one span ({counts})",
+    )
+
+
+@check("DIAG-COUNTS-AGREE-001", title="Header and spans count the same round trips for every request",
+       needs=(TRACE_CAPABILITY,))
+def header_and_spans_agree(ctx: CheckContext) -> None:
+    if not ctx.has(QUERY_COUNT):
+        raise Unsupported(f"the rule binds servers that advertise both `{QUERY_COUNT}` and `{TRACE_CAPABILITY}`; this one shows only spans")
+    if sources(ctx.capabilities, ctx.config) != ("header", "spans"):
+        raise NotVerified("the spans are observable only through the suite's OTLP receiver: run with --otlp-receiver [HOST:]PORT")
+    for response in _storage_requests(ctx):
+        round_trips(ctx, response)  # fails DIAG-COUNTS-AGREE-001, naming the request, when they differ
 
 
 @check(
@@ -88,9 +136,9 @@ def transcript_cost_by_depth(ctx: CheckContext) -> None:
     pages, lineages, sessions = {}, {}, {}
     for depth in depths:
         sid = ids[depth]
-        pages[depth] = round_trips(_read(ctx, f"/sessions/{sid}/transcript"))
-        lineages[depth] = round_trips(_read(ctx, f"/sessions/{sid}/lineage"))
-        sessions[depth] = round_trips(_read(ctx, f"/sessions/{sid}"))
+        pages[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}/transcript"))
+        lineages[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}/lineage"))
+        sessions[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}"))
     over = {depth: cost for depth, cost in pages.items() if cost > TRANSCRIPT_PAGE_BOUND}
     ctx.expect(not over, f"a transcript page cost more than {TRANSCRIPT_PAGE_BOUND} round trips; by depth: {pages}")
     ctx.expect(len(set(pages.values())) == 1, f"a transcript page costs different round trips by depth: {pages}")
@@ -112,7 +160,7 @@ def page_cost_by_position(ctx: CheckContext) -> None:
     ids = ctx.chain(2, turns_per_session=4, records_per_turn=10)
     sid = ids[-1]
     costs: list[int] = []
-    ctx.walk(sid, limit=limit, on_page=lambda page: costs.append(round_trips(page)))
+    ctx.walk(sid, limit=limit, on_page=lambda page: costs.append(round_trips(ctx, page)))
     ctx.expect(len(costs) > 5, f"expected many pages of {limit} over 120 records, got {len(costs)}")
     ctx.expect(len(set(costs)) == 1, f"round trips per page of {limit}, first to last: {costs}")
 
@@ -132,7 +180,7 @@ def fork_cost_by_source_size(ctx: CheckContext) -> None:
     for name, source in (("1 record", small), (f"{size} records", large)):
         response = ctx.fork(source["session_id"], {"mode": "latest"}, key=ctx.new_id("key"))
         ctx.expect_status(response, 201)
-        costs[name] = round_trips(response)
+        costs[name] = round_trips(ctx, response)
     ctx.expect(len(set(costs.values())) == 1, f"fork round trips by source size: {costs}")
 
 
@@ -220,7 +268,7 @@ def listing_cost_by_depth(ctx: CheckContext) -> None:
         for depth in depths:
             response = ctx.alice.get(f"/sessions/{ids[depth]}/descendants", params={"limit": 2})
             ctx.expect_status(response, 200)
-            costs[depth] = round_trips(response)
+            costs[depth] = round_trips(ctx, response)
         return costs
 
     one_branch = descendant_pages()
@@ -240,7 +288,7 @@ def listing_cost_by_depth(ctx: CheckContext) -> None:
     for _ in range(10_000):
         response = ctx.alice.get("/sessions", params={"cursor": cursor, "limit": ctx.limits["max_page_size"]})
         ctx.expect_status(response, 200)
-        cost = round_trips(response)
+        cost = round_trips(ctx, response)
         page_costs.append(cost)
         page = response.json()
         for item in page["sessions"]:

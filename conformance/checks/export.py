@@ -10,7 +10,8 @@ from typing import Any
 import fixtures
 
 from conformance.checks.authorization.common import grant
-from conformance.checks.diagnostics import DEPTHS, records_examined, round_trips
+from conformance.checks.diagnostics import DEPTHS, records_examined
+from conformance.counts import counted, round_trips
 from conformance.checks.vectors import CaseRun
 from conformance.client import Response, describe
 from conformance.context import CheckContext
@@ -159,14 +160,14 @@ def limit_edges(ctx: CheckContext) -> None:
             len(body["records"]) == size and body["record_count"] == size,
             f"the export of {size} records (max_export_records {label}) returned {len(body['records'])}",
         )
-        if ctx.has(QUERY_COUNT):
-            costs[label] = round_trips(response)
+        if counted(ctx):
+            costs[label] = round_trips(ctx, response)
         if ctx.has(RECORDS_EXAMINED):
             examined[label] = (records_examined(response), size)
     refused = ctx.alice.get(f"/sessions/{grandchild}/export")
     ctx.expect_status(refused, 409, "export-too-large")
-    if ctx.has(QUERY_COUNT):
-        costs["limit + 1 (refused)"] = round_trips(refused)
+    if counted(ctx):
+        costs["limit + 1 (refused)"] = round_trips(ctx, refused)
     if ctx.has(RECORDS_EXAMINED):
         examined["limit + 1 (refused)"] = (records_examined(refused), 0)
     page = ctx.alice.get(f"/sessions/{grandchild}/transcript")
@@ -197,7 +198,7 @@ def export_cost_by_depth(ctx: CheckContext) -> None:
         expected = 3 * (depth + 1) + (3 if depth < maximum else 0)
         ctx.expect(len(body["records"]) == expected, f"the export at depth {depth} returned {len(body['records'])} records, "
                    f"expected {expected}", "EXPORT-READ-001")
-        costs[depth] = round_trips(response)
+        costs[depth] = round_trips(ctx, response)
         if ctx.has(RECORDS_EXAMINED):
             count = records_examined(response)
             if count > len(body["records"]) + EXAMINED_ALLOWANCE:
@@ -321,7 +322,7 @@ def turn_at_cost(ctx: CheckContext) -> None:
         for position in range(1, total + 1):
             response = turn_at(ctx, sid, position)
             body = turn_body(ctx, response)
-            cost = round_trips(response)
+            cost = round_trips(ctx, response)
             if cost > TURN_ROUND_TRIPS:
                 over.append(f"depth {depth} position {position}: {cost}")
             if ctx.has(RECORDS_EXAMINED):
@@ -330,8 +331,8 @@ def turn_at_cost(ctx: CheckContext) -> None:
                     examined.append(f"depth {depth} position {position}: {count} examined for {len(body['records'])}")
         beyond = turn_at(ctx, sid, total + 1)
         ctx.expect_status(beyond, 404, "not-found", "TURN-POS-RANGE-001")
-        if round_trips(beyond) > TURN_ROUND_TRIPS:
-            over.append(f"depth {depth} position {total + 1} (404): {round_trips(beyond)}")
+        if round_trips(ctx, beyond) > TURN_ROUND_TRIPS:
+            over.append(f"depth {depth} position {total + 1} (404): {round_trips(ctx, beyond)}")
     ctx.expect(not over, f"reads of a turn by position cost more than {TURN_ROUND_TRIPS} round trips: {over[:6]}")
     ctx.expect(not examined, f"reads of a turn by position examined more than the records returned + "
                f"{EXAMINED_ALLOWANCE}: {examined[:6]}")

@@ -6,7 +6,8 @@ from typing import Any
 
 from conformance.checks.contention import rounds
 from conformance.checks.diagnostics import CAPABILITY as QUERY_COUNT
-from conformance.checks.diagnostics import TRANSCRIPT_PAGE_BOUND, round_trips
+from conformance.checks.diagnostics import TRANSCRIPT_PAGE_BOUND
+from conformance.counts import round_trips
 from conformance.checks.leases import held_lease
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
@@ -349,17 +350,17 @@ def reverted_transcript_cost(ctx: CheckContext) -> None:
         ctx.run_turn(sid, "assistant", 1)
         answer = revert(ctx, sid, extra["turn_id"], etag_of(ctx, sid))
         ctx.expect_status(answer, 200, None, "REVERT-001")
-        revert_costs.append(round_trips(answer))
+        revert_costs.append(round_trips(ctx, answer))
         if depth < maximum:
             ids.append(ctx.fork_ok(sid, {"mode": "latest"})["session"]["session_id"])
     pages = {}
     for depth in sorted({*DEPTHS, maximum}):
         response = ctx.alice.get(f"/sessions/{ids[depth]}/transcript")
         ctx.expect_status(response, 200)
-        pages[depth] = round_trips(response)
+        pages[depth] = round_trips(ctx, response)
     plain = ctx.chain(1)
     response = ctx.alice.get(f"/sessions/{plain[-1]}/transcript")
-    baseline = round_trips(response)
+    baseline = round_trips(ctx, response)
     ctx.expect(set(pages.values()) == {baseline} and baseline <= TRANSCRIPT_PAGE_BOUND,
                f"transcript page round trips by depth of a reverted chain: {pages}; never reverted: {baseline}")
     many = ids[0]
@@ -367,9 +368,9 @@ def reverted_transcript_cost(ctx: CheckContext) -> None:
         turn, _ = ctx.run_turn(many, "user", 1)
         revert(ctx, many, turn["turn_id"], etag_of(ctx, many))
     response = ctx.alice.get(f"/sessions/{many}/transcript")
-    ctx.expect(round_trips(response) == baseline, f"after 4 reverts a page costs {round_trips(response)}, not {baseline}")
+    ctx.expect(round_trips(ctx, response) == baseline, f"after 4 reverts a page costs {round_trips(ctx, response)}, not {baseline}")
     big, big_turns, _ = ctx.conversation(6, records_per_turn=min(20, ctx.limits["max_records_per_append"]))
     answer = revert(ctx, big["session_id"], big_turns[3]["turn_id"], etag_of(ctx, big["session_id"]))
     ctx.expect_status(answer, 200, None, "REVERT-001")
-    revert_costs.append(round_trips(answer))
+    revert_costs.append(round_trips(ctx, answer))
     ctx.expect(len(set(revert_costs)) == 1, f"revert round trips as the chain grew, then on a larger session: {revert_costs}")

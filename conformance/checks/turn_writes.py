@@ -6,7 +6,7 @@ from typing import Any
 
 from conformance.checks.contention import rounds
 from conformance.checks.diagnostics import CAPABILITY as QUERY_COUNT
-from conformance.checks.diagnostics import round_trips
+from conformance.counts import round_trips
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.registry import check
@@ -266,7 +266,7 @@ def one_request_turn_cost(ctx: CheckContext) -> None:
         body = {"role": "user", "records": _records(ctx, records), "status": "completed"}
         response = _start(ctx, sid, body, ctx.new_id("key") if key else None)
         ctx.expect_status(response, 201)
-        return round_trips(response)
+        return round_trips(ctx, response)
 
     pair = cost(2)
     pair_key = cost(2, key=True)
