@@ -4,54 +4,16 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
 
 from conformance.checks.authorization.common import fetch, grant, revoke, upload
+from conformance.checks.probes import Probe, probes
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.registry import check
 
 
-def _probes(ctx: CheckContext, turn_id: str, attachment_id: str, grantee: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """Every operation the target offers whose path names a session: (method, path template, options)."""
-    record = {"records": [{"type": "message", "content": {}}]}
-    probes: list[tuple[str, str, dict[str, Any]]] = [
-        ("GET", "/sessions/{sid}", {}),
-        ("GET", "/sessions/{sid}/transcript", {}),
-        ("GET", "/sessions/{sid}/records", {}),
-        ("GET", "/sessions/{sid}/lineage", {}),
-        ("POST", "/sessions/{sid}/turns", {"json": {"role": "user"}}),
-        ("POST", f"/sessions/{{sid}}/turns/{turn_id}/records", {"json": record}),
-        ("POST", f"/sessions/{{sid}}/turns/{turn_id}/finish", {"json": {"status": "completed"}}),
-        ("POST", "/sessions/{sid}/fork", {"json": {"cut": {"mode": "latest"}}}),
-    ]
-    if ctx.has("writer-lease"):
-        probes += [
-            ("POST", "/sessions/{sid}/lease", {"json": {"ttl_seconds": 2}}),
-            ("DELETE", "/sessions/{sid}/lease", {"headers": {"Writer-Lease": "no-such-lease"}}),
-        ]
-    if ctx.has("sharing"):
-        probes += [
-            ("GET", "/sessions/{sid}/descendants", {}),
-            ("GET", "/sessions/{sid}/grants", {}),
-            ("PUT", f"/sessions/{{sid}}/grants/{grantee}", {"json": {"role": "reader"}}),
-            ("DELETE", f"/sessions/{{sid}}/grants/{grantee}", {}),
-            ("DELETE", "/sessions/{sid}", {}),
-            ("POST", "/sessions/{sid}/purge", {}),
-        ]
-    if ctx.has("attachments"):
-        octets = {"content": b"probe", "headers": {"Content-Type": "text/plain"}}
-        probes += [
-            ("POST", "/sessions/{sid}/attachments", octets),
-            ("PUT", f"/sessions/{{sid}}/attachments/{attachment_id}", octets),
-            ("GET", f"/sessions/{{sid}}/attachments/{attachment_id}", {}),
-            ("DELETE", f"/sessions/{{sid}}/attachments/{attachment_id}", {}),
-        ]
-    return probes
-
-
-# Answers of an owner to its own deleted session that DEL-* set apart from "unknown".
-OWNER_EXCEPTIONS = {("POST", "/sessions/{sid}/fork"), ("DELETE", "/sessions/{sid}"), ("POST", "/sessions/{sid}/purge")}
+# An owner's operations on its own deleted session that DEL-* set apart from "unknown".
+OWNER_EXCEPTIONS = {"forkSession", "deleteSession", "purgeSession", "putGrant", "deleteGrant"}
 
 
 def unknown_like(sid: str) -> str:
@@ -85,17 +47,17 @@ def differences(hidden: Response, unknown: Response, hidden_id: str, unknown_id:
 
 
 def compare_hidden(
-    ctx: CheckContext, client: ApiClient, sid: str, probes: list[tuple[str, str, dict[str, Any]]], who: str, requirement: str
+    ctx: CheckContext, client: ApiClient, sid: str, probes: list[Probe], who: str, requirement: str
 ) -> None:
     unknown = unknown_like(sid)
-    for method, template, options in probes:
+    for operation_id, method, template, options in probes:
         hidden = client.request(method, template.format(sid=sid), **options)
         absent = client.request(method, template.format(sid=unknown), **options)
         ctx.expect_status(hidden, 404, "not-found", requirement)
         found = differences(hidden, absent, sid, unknown)
         ctx.expect(
             not found,
-            f"{who}: {method} {template} tells an existing session from an unknown id: {'; '.join(found)}",
+            f"{who}: {operation_id} ({method} {template}) tells an existing session from an unknown id: {'; '.join(found)}",
             requirement,
         )
 
@@ -105,14 +67,10 @@ def credentials_required(ctx: CheckContext) -> None:
     source, _, _ = ctx.conversation(1)
     sid = source["session_id"]
     turn = ctx.start_turn(sid)
-    for method, template, options in _probes(ctx, turn["turn_id"], "no-such-attachment", "someone"):
+    ids = {"turn_id": turn["turn_id"], "attachment_id": "no-such-attachment", "principal_id": "someone", "position": "1"}
+    for _, method, template, options in probes(ctx, "AUTH-REQUIRED-001", ids):
         response = ctx.anonymous.request(method, template.format(sid=sid), **options)
         ctx.expect_status(response, 401, "unauthenticated")
-    unnamed: list[tuple[str, str, dict[str, Any]]] = [("POST", "/sessions", {"json": {}})]
-    if ctx.has("sharing"):
-        unnamed += [("GET", "/sessions", {}), ("GET", "/me", {})]
-    for method, path, options in unnamed:
-        ctx.expect_status(ctx.anonymous.request(method, path, **options), 401, "unauthenticated")
     for header in ("Bearer unknown-token-" + ctx.new_id("t"), "Basic YWxpY2U6c2VjcmV0", "Bearer", "Token abc"):
         response = ctx.anonymous.get(f"/sessions/{sid}", headers={"Authorization": header})
         ctx.expect_status(response, 401, "unauthenticated")
@@ -130,10 +88,11 @@ def invisible_sessions(ctx: CheckContext) -> None:
     attachment = upload(ctx, ctx.alice, sid)["attachment_id"] if ctx.has("attachments") else "no-such-attachment"
     turn = ctx.start_turn(sid)
     grantee = ctx.principal_id(ctx.alice) if ctx.has("sharing") else "someone"
-    probes = _probes(ctx, turn["turn_id"], attachment, grantee)
-    compare_hidden(ctx, ctx.bob, sid, probes, "another principal of the project", "AUTH-HIDE-001")
+    ids = {"turn_id": turn["turn_id"], "attachment_id": attachment, "principal_id": grantee, "position": "1"}
+    every = probes(ctx, "AUTH-HIDE-001", ids)
+    compare_hidden(ctx, ctx.bob, sid, every, "another principal of the project", "AUTH-HIDE-001")
     if ctx.has("sharing") and "outsider" in ctx.roles:
-        compare_hidden(ctx, ctx.principals("outsider")[0], sid, probes, "a principal of another project", "AUTH-HIDE-001")
+        compare_hidden(ctx, ctx.principals("outsider")[0], sid, every, "a principal of another project", "AUTH-HIDE-001")
     ctx.finish(sid, turn["turn_id"])
     ctx.expect(ctx.walk(sid, "records") == records, "refused requests changed the session's records")
     if ctx.has("attachments"):
@@ -146,9 +105,9 @@ def invisible_sessions(ctx: CheckContext) -> None:
         revoked, _, _ = ctx.conversation(1)
         grant(ctx, ctx.alice, revoked["session_id"], ctx.bob)
         revoke(ctx, ctx.alice, revoked["session_id"], ctx.bob)
-        compare_hidden(ctx, ctx.bob, revoked["session_id"], probes, "a revoked grantee", "AUTH-HIDE-001")
+        compare_hidden(ctx, ctx.bob, revoked["session_id"], every, "a revoked grantee", "AUTH-HIDE-001")
         deleted, _, _ = ctx.conversation(1)
         response = ctx.alice.request("DELETE", f"/sessions/{deleted['session_id']}")
         ctx.expect_status(response, 204, None, "DEL-SOFT-001")
-        own = [probe for probe in probes if (probe[0], probe[1]) not in OWNER_EXCEPTIONS and not probe[1].startswith("/sessions/{sid}/grants/")]
+        own = [probe for probe in every if probe[0] not in OWNER_EXCEPTIONS]
         compare_hidden(ctx, ctx.alice, deleted["session_id"], own, "the owner of a deleted session", "AUTH-HIDE-001")
