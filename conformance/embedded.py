@@ -85,12 +85,32 @@ EMBEDDED_PRINCIPALS = (
 )
 
 
+def trace_endpoint(config: Any) -> str | None:
+    """Where the embedded reference exports its spans: the run's OTLP receiver (`otlp_receiver`), or
+    None without one. A configuration error when the reference cannot trace (no `[otel]` extra)."""
+    from conformance.config import ConfigError
+    from conformance.otlp import receiver_url
+
+    url = receiver_url(config)
+    if url is None:
+        return None
+    try:
+        import reference_impl.telemetry  # noqa: F401 (imported to learn whether the extra is there)
+    except ImportError as exc:
+        raise ConfigError(
+            f"otlp_receiver: the embedded reference exports its spans only with the OpenTelemetry extra "
+            f"({exc.name or exc} is missing): pip install -e '.[otel]'"
+        ) from None
+    return url
+
+
 @contextmanager
 def reference_server(
     database_url: str | None = None, log_file: str | os.PathLike[str] | None = None, **settings_overrides: object
 ) -> Iterator[RunningServer]:
     """The reference server on a temporary SQLite database with a token for each suite role; its
-    log goes to `log_file` when given."""
+    log goes to `log_file` when given. With `otlp_endpoint=URL` (see `trace_endpoint`) it exports
+    its spans there, the last of them before the block ends."""
     from reference_impl.http import create_app
     from reference_impl.settings import Settings
 
@@ -103,8 +123,12 @@ def reference_server(
             projects=dict(EMBEDDED_PRINCIPALS),
             **settings_overrides,  # type: ignore[arg-type]
         )
-        with serve_app(create_app(settings), tokens, log_file) as running:
-            yield running
+        app = create_app(settings)
+        try:
+            with serve_app(app, tokens, log_file) as running:
+                yield running
+        finally:
+            app.state.stop_tracing()
 
 
 def embedded_log() -> Path:

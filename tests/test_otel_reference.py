@@ -147,3 +147,57 @@ def test_serve_refuses_an_endpoint_that_is_no_url(capsys, tmp_path) -> None:
 
     assert main(["--database-url", f"sqlite:///{tmp_path / 'x.db'}", "--otlp-endpoint", "4318"]) == 2
     assert "--otlp-endpoint '4318' is not an http(s) URL" in capsys.readouterr().err
+
+
+def test_embedded_reference_traces_to_the_runs_receiver(monkeypatch) -> None:
+    """`check --embedded` with a receiver: the reference exports there; without the extra, exit 2's error."""
+    import sys
+
+    from conformance.config import ConfigError, load
+    from conformance.embedded import trace_endpoint
+
+    def config(**overrides: object):
+        return load(overrides={"target": "http://127.0.0.1:9", "tokens": ["a", "b"], **overrides}, environ={})
+
+    assert trace_endpoint(config()) is None
+    assert trace_endpoint(config(otlp_receiver="4318")) == "http://127.0.0.1:4318/v1/traces"
+    monkeypatch.delitem(sys.modules, "reference_impl.telemetry", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[otel\]'"):
+        trace_endpoint(config(otlp_receiver="4318"))
+
+
+COST_CHECKS = ["DIAG-SPANS", "DIAG-COUNTS-AGREE", "DIAG-DEPTH", "DIAG-PAGE-COST", "DIAG-FORK-COST", "DIAG-LIST-COST",
+               "EXPORT-COST", "TURN-POS-COST", "TURN-WRITE-COST", "CONTEXT-COST", "REVERT-COST", "REPLAY-COST"]
+
+
+def run_against_traced_reference(select: list[str]):
+    """The suite with its OTLP receiver against the embedded reference exporting there."""
+    from conformance.config import load
+    from conformance.embedded import reference_server
+    from conformance.runner import run
+    from tests.mutants.otel import receiver
+
+    with receiver() as (setting, url), reference_server(otlp_endpoint=url) as server:
+        return run(load(overrides={"target": server.url, "tokens": list(server.tokens), "select": select, "seed": 21,
+                                   "otlp_receiver": setting}, environ={}))
+
+
+def assert_counted_from_both(result) -> None:
+    """Every check passed, and every count it read came from the header and the spans, equal."""
+    from conformance.results import Outcome, Verdict
+
+    assert result.verdict is Verdict.CONFORMANT, [(c.name, c.outcome.value, c.message[:300]) for c in result.checks]
+    counts = [count for check in result.checks for count in check.details.get("round_trips", [])]
+    assert counts and all(check.outcome is Outcome.PASS for check in result.checks)
+    assert {count["source"] for count in counts} == {"both"}, counts
+    assert all(count["header"] == count["spans"] for count in counts), counts
+
+
+def test_traced_reference_passes_the_depth_rule_counted_from_spans_and_header() -> None:
+    assert_counted_from_both(run_against_traced_reference(["DIAG-SPANS", "DIAG-COUNTS-AGREE", "DIAG-DEPTH"]))
+
+
+@pytest.mark.deep
+def test_traced_reference_passes_every_cost_rule_counted_from_spans_and_header() -> None:
+    assert_counted_from_both(run_against_traced_reference(COST_CHECKS))
