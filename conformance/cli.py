@@ -80,7 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--skip-preflight",
         metavar="NAME[,NAME]",
-        help="preflight items not to run: reachable, capabilities, tokens, principals, roles, replicas, reports, expected-failures",
+        help="preflight items not to run: reachable, capabilities, tokens, principals, roles, replicas, reports, expected-failures, counts",
+    )
+    check.add_argument(
+        "--otlp-receiver", metavar="[HOST:]PORT",
+        help="receive the target's OTLP/HTTP traces here and count round trips from its database client spans, "
+        "for a target that advertises diagnostics.trace-context (env SESSION_LINEAGE_OTLP_RECEIVER)",
     )
     check.add_argument(
         "--keep", action="store_true", default=None,
@@ -159,6 +164,7 @@ def _check(args: argparse.Namespace) -> int:
             "keep": args.keep,
             "depth": args.depth,
             "skip_preflight": args.skip_preflight,
+            "otlp_receiver": args.otlp_receiver,
         }
         if args.embedded:
             from conformance.embedded import embedded_log, reference_server

@@ -46,7 +46,7 @@ class Config:
     skip_preflight: tuple[str, ...] = ()  # preflight items not to run
     roles: tuple[str, ...] = ()  # the role of each token, in order; empty: ROLES in order
     otlp_receiver: str | None = None  # [HOST:]PORT of the run's OTLP/HTTP trace receiver (otlp.py)
-    otlp_wait: float = 5.0  # the most a count waits for a request's spans, in seconds
+    otlp_wait: float = 10.0  # the most a count waits for a request's spans, in seconds (otlp.WAIT_S)
 
     def role_index(self) -> dict[str, int]:
         """Which token plays each role."""
@@ -221,7 +221,7 @@ KEYS = (
     Key("keep", _bool, help="keep every session the suite creates (otherwise purged at the end where the target offers purge)"),
     Key("skip_preflight", _preflight_names, help="preflight items not to run, comma-separated"),
     Key("otlp_receiver", _otlp_address, help="[HOST:]PORT: receive the target's OTLP/HTTP traces there and count round trips from its database spans"),
-    Key("otlp_wait", _positive_float, help="seconds to wait, at most, for the spans of one request (default 5)"),
+    Key("otlp_wait", _positive_float, help="seconds to wait, at most, for the spans of one request (default 10: more than the 5 s an OpenTelemetry SDK batches spans by default)"),
 )
 KEY_NAMES = {key.name for key in KEYS}
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from conformance.checks.fork.writes import header_count
 from conformance.errors import CheckFailed, NotVerified
-from conformance.otlp import TRACE_CAPABILITY, Trace, running, start
+from conformance.otlp import TRACE_CAPABILITY, WAIT_S, Trace, running, start
 from conformance.response import Response
 
 QUERY_COUNT = "diagnostics.query-count"
@@ -61,11 +61,12 @@ def request_spans(config: Any, response: Response) -> Trace:
     trace_ids = response.trace
     if receiver is None or trace_ids is None:
         raise NotVerified(f"{_request(response)}: no trace to count it by (no OTLP receiver, or no traceparent sent)")
-    trace = receiver.trace(*trace_ids, wait_s=getattr(config, "otlp_wait", 5.0))
+    wait = getattr(config, "otlp_wait", WAIT_S)
+    trace = receiver.trace(*trace_ids, wait_s=wait)
     if trace is None:
         raise NotVerified(
             f"{_request(response)}: no span of its trace {trace_ids[0]} reached the OTLP receiver within "
-            f"{getattr(config, 'otlp_wait', 5.0):g} s (the target does not continue the caller's trace context, "
+            f"{wait:g} s (the target does not continue the caller's trace context, "
             "or does not export to the receiver)"
         )
     if trace.server_span(trace_ids[1]) is None and not trace.round_trips:

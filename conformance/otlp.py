@@ -26,7 +26,7 @@ TRACE_CAPABILITY = "diagnostics.trace-context"
 
 DEFAULT_HOST = "127.0.0.1"
 PATH = "/v1/traces"
-WAIT_S = 5.0  # the most a count waits for a request's spans
+WAIT_S = 10.0  # the most a count waits for a request's spans: more than the SDK's default 5 s batch delay
 QUIET_S = 0.5  # without a server span: spans are complete after this long without a new one
 MAX_BODY = 64 * 1024 * 1024
 # DIAG-SPANS-001: statements that begin, end or mark a transaction are not round trips (as in the header).

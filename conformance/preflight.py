@@ -16,11 +16,14 @@ from typing import Any
 import httpx
 
 import spec
+from conformance import otlp
 from conformance.config import Config, ConfigError, ExpectedFailure, load_expected_failures
+from conformance.counts import source_name
+from conformance.counts import sources as round_trip_sources
 from conformance.profiles import Claim, resolve_claim
 from conformance.results import PreflightItem
 
-ITEM_NAMES = ("reachable", "capabilities", "tokens", "principals", "roles", "replicas", "reports", "expected-failures")
+ITEM_NAMES = ("reachable", "capabilities", "tokens", "principals", "roles", "replicas", "reports", "expected-failures", "counts")
 REPLICA_ATTEMPTS = 3  # a replica may take a moment to see a write made through another
 REPLICA_WAIT_S = 0.2
 
@@ -116,6 +119,11 @@ class _Probe:
                 self.state.claim = None
         if name == "tokens":
             self.authenticated = list(range(len(self.config.tokens)))
+        if name == "counts":  # the receiver still listens; a port that cannot be bound errs in the checks
+            try:
+                otlp.start(self.config)
+            except OSError:
+                pass
         if name == "expected-failures":
             try:
                 self.state.expected = load_expected_failures(self.config.expected_failures)
@@ -328,6 +336,36 @@ class _Probe:
             raise _Failed(f"expected-failures file {self.config.expected_failures}: " + "; ".join(problems))
         self.state.expected = expected
         return f"{len(expected)} entries" if self.config.expected_failures else "none"
+
+
+    def counts(self, **_: Any) -> str:
+        """Which source of round-trip counts the run uses (counts.py), after starting the OTLP receiver
+        when one is configured: a port that cannot be bound is a set-up error."""
+        url = None
+        if self.config.otlp_receiver:
+            try:
+                otlp.start(self.config)
+            except OSError as exc:
+                raise _Failed(
+                    f"the OTLP receiver cannot listen on {self.config.otlp_receiver} (otlp_receiver): "
+                    f"{exc.strerror or exc}; choose a free [HOST:]PORT or stop what holds it"
+                ) from None
+            url = otlp.receiver_url(self.config)
+        document = self.state.capabilities or {}
+        found = round_trip_sources(document, self.config)
+        advertised = document.get("capabilities", []) if isinstance(document, dict) else []
+        words = {
+            "header": "the Storage-Round-Trips header",
+            "spans": f"spans received at {url}",
+            "both": f"the Storage-Round-Trips header and spans received at {url}, which must agree",
+            "none": "none: the round-trip cost rules will be not verified",
+        }
+        message = f"round trips from {words[source_name(found)]}"
+        if "spans" not in found and otlp.TRACE_CAPABILITY in advertised:
+            message += f" (the target advertises {otlp.TRACE_CAPABILITY}: add --otlp-receiver [HOST:]PORT to count its spans)"
+        elif "spans" not in found and url:
+            message += f" (the receiver at {url} is unused: the target does not advertise {otlp.TRACE_CAPABILITY})"
+        return message
 
 
 __all__ = ["ITEM_NAMES", "Preflight", "run_preflight"]
