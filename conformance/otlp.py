@@ -10,6 +10,7 @@ its spans have stopped arriving for a moment).
 from __future__ import annotations
 
 import gzip
+import socket
 import threading
 import time
 import zlib
@@ -132,21 +133,29 @@ def decode(body: bytes, encoding: str | None = None) -> list[tuple[str, Span]]:
     return found
 
 
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
 class Receiver:
     """An OTLP/HTTP receiver (`POST /v1/traces`, protobuf, gzip accepted) for one run."""
 
     def __init__(self, host: str, port: int) -> None:
         self._traces: dict[str, Trace] = {}
         self._changed = threading.Condition()
-        self._server = ThreadingHTTPServer((host, port), _handler(self))  # OSError when the port cannot be bound
+        server = _IPv6Server if ":" in host else ThreadingHTTPServer
+        self._server = server((host, port), _handler(self))  # OSError when the port cannot be bound
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
         self._thread.start()
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{PATH}"
+        return f"http://{_url_host(str(self._server.server_address[0]))}:{self.port}{PATH}"
 
     def close(self) -> None:
         self._server.shutdown()
@@ -232,7 +241,8 @@ def start(config: Any) -> Receiver | None:
     where = address(setting)
     with _LOCK:
         if where not in _RUNNING:
-            _RUNNING[where] = Receiver(*where)
+            receiver = Receiver(*where)
+            _RUNNING[where] = _RUNNING[(where[0], receiver.port)] = receiver  # port 0: found by its real port too
         return _RUNNING[where]
 
 
@@ -248,6 +258,8 @@ def stop(config: Any) -> None:
     setting = getattr(config, "otlp_receiver", None)
     with _LOCK:
         receiver = _RUNNING.pop(address(setting), None) if setting else None
+        for where in [where for where, running in _RUNNING.items() if running is receiver]:
+            del _RUNNING[where]
     if receiver is not None:
         receiver.close()
 
@@ -261,8 +273,13 @@ def receiver_url(config: Any) -> str | None:
     if started is not None:  # its real port, when the setting asked for any free one (0)
         return started.url
     host, port = address(setting)
-    host = DEFAULT_HOST if host in ("0.0.0.0", "") else host
-    return f"http://{'[' + host + ']' if ':' in host else host}:{port}{PATH}"
+    return f"http://{_url_host(host)}:{port}{PATH}"
+
+
+def _url_host(host: str) -> str:
+    """A listening host as a server can reach it: any-address as the loopback, IPv6 in brackets."""
+    host = DEFAULT_HOST if host in ("0.0.0.0", "") else "::1" if host == "::" else host
+    return f"[{host}]" if ":" in host else host
 
 
 __all__ = ["TRACE_CAPABILITY", "Receiver", "Span", "Trace", "decode", "receiver_url", "running", "start", "stop"]

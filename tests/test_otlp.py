@@ -1,0 +1,184 @@
+"""The suite's OTLP receiver and its round-trip counts (issue 21): spans grouped by trace, database
+client spans counted less transaction control, a bounded wait, not verified when no trace arrives,
+a failure of DIAG-COUNTS-AGREE-001 when header and spans differ, and a fresh W3C traceparent on
+every request the suite sends. Spans are built with opentelemetry-proto and posted here, as an
+exporter would."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from conformance import counts, otlp
+from conformance.client import ApiClient, Recorder
+from conformance.config import load
+from conformance.errors import CheckFailed, NotVerified
+from conformance.preflight import ITEM_NAMES, run_preflight
+from conformance.response import Response
+from conformance.results import Exchange
+
+TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-01$")
+CLIENT, SERVER, INTERNAL = Span.SPAN_KIND_CLIENT, Span.SPAN_KIND_SERVER, Span.SPAN_KIND_INTERNAL
+
+
+def span(trace: str, parent: str, kind: int, name: str, **attributes: str) -> Span:
+    """One span of `trace` (hex), a child of `parent` (hex), with string attributes (dots as `__`)."""
+    item = Span(trace_id=bytes.fromhex(trace), span_id=secrets.token_bytes(8), parent_span_id=bytes.fromhex(parent), kind=kind, name=name)
+    item.attributes.extend(KeyValue(key=key.replace("__", "."), value=AnyValue(string_value=value)) for key, value in attributes.items())
+    return item
+
+
+def export(receiver: otlp.Receiver, spans: list[Span], compress: bool = False) -> httpx.Response:
+    body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]).SerializeToString()
+    headers = {"Content-Type": "application/x-protobuf"}
+    if compress:
+        body, headers["Content-Encoding"] = gzip.compress(body), "gzip"
+    return httpx.post(receiver.url, content=body, headers=headers)
+
+
+def request_spans(trace: str, parent: str) -> list[Span]:
+    """What an instrumented server exports for one request: a server span, two statements, transaction
+    control in every form the definition names, an internal span and a client span that is no statement."""
+    server = "00000000000000aa"
+    return [
+        span(trace, server, CLIENT, "BEGIN", db__system="sqlite", db__statement="BEGIN (implicit)"),
+        span(trace, server, CLIENT, "SELECT app", db__system__name="postgresql", db__query__text="/* app */ SELECT * FROM sessions"),
+        span(trace, server, CLIENT, "WITH app", db__system="sqlite", db__statement="WITH RECURSIVE chain AS (SELECT 1) SELECT * FROM chain"),
+        span(trace, server, CLIENT, "app", db__system="postgresql", db__operation__name="COMMIT"),
+        span(trace, server, CLIENT, "SAVEPOINT sa_1", db__system="postgresql", db__operation="SAVEPOINT"),
+        span(trace, server, CLIENT, "START", db__system="mysql", db__statement="start transaction"),
+        span(trace, server, CLIENT, "GET", http__request__method="GET"),  # no db.system: another service
+        span(trace, server, INTERNAL, "SELECT", db__system="sqlite"),  # not a client span
+        Span(trace_id=bytes.fromhex(trace), span_id=bytes.fromhex(server), parent_span_id=bytes.fromhex(parent), kind=SERVER, name="GET /sessions/{id}"),
+    ]
+
+
+@pytest.fixture
+def receiver() -> Any:
+    config = load(overrides={"target": "http://127.0.0.1:9", "tokens": ["a", "b"], "otlp_receiver": "127.0.0.1:0"}, environ={})
+    started = otlp.start(config)
+    yield started
+    otlp.stop(config)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_spans_are_grouped_by_trace_and_counted_without_transaction_control(receiver: otlp.Receiver, compress: bool) -> None:
+    mine, other, parent = "1" * 32, "2" * 32, "00000000000000bb"
+    answer = export(receiver, [*request_spans(mine, parent), span(other, "0" * 16, CLIENT, "SELECT", db__system="sqlite")], compress)
+    assert answer.status_code == 200
+    assert ExportTraceServiceResponse.FromString(answer.content) == ExportTraceServiceResponse()
+    trace = receiver.trace(mine, parent, wait_s=2)
+    assert trace is not None and trace.server_span(parent) is not None
+    assert [s.name for s in trace.round_trips] == ["SELECT app", "WITH app"]
+    assert trace.round_trips[0].label() == "SELECT app: /* app */ SELECT * FROM sessions"
+    assert len(receiver.trace(other, parent, wait_s=0.2).round_trips) == 1  # no server span: the quiet period ends it
+
+
+def test_the_receiver_refuses_what_is_not_an_otlp_protobuf_export(receiver: otlp.Receiver) -> None:
+    assert httpx.post(receiver.url, content=b"\xff\xff", headers={"Content-Type": "application/x-protobuf"}).status_code == 400
+    assert httpx.post(receiver.url, json={}).status_code == 415
+    assert httpx.post(receiver.url.replace("/v1/traces", "/v1/logs"), content=b"").status_code == 404
+
+
+def test_the_wait_is_bounded_and_ends_when_the_server_span_arrives(receiver: otlp.Receiver) -> None:
+    trace_id, parent = "3" * 32, "00000000000000cc"
+    late = threading.Timer(0.3, lambda: export(receiver, request_spans(trace_id, parent)))
+    late.start()
+    started = time.monotonic()
+    trace = receiver.trace(trace_id, parent, wait_s=60, quiet_s=30)
+    assert trace is not None and len(trace.round_trips) == 2
+    assert 0.25 <= time.monotonic() - started < 30  # ended by the server span, not by the quiet period
+    started = time.monotonic()
+    assert receiver.trace("4" * 32, parent, wait_s=0.4) is None  # never arrives: None once the bound passes
+    assert 0.35 <= time.monotonic() - started < 30
+    late.join()
+
+
+@dataclass
+class FakeRun:
+    """What counts.round_trips reads of a check's context."""
+
+    config: Any
+    capabilities: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def answered(trace_id: str, parent: str, header: int | None = None) -> Response:
+    headers = {"Storage-Round-Trips": str(header)} if header is not None else {}
+    exchange = Exchange("GET", "http://target/sessions/s-1/transcript", {"traceparent": f"00-{trace_id}-{parent}-01"}, None, 200, headers, b"{}")
+    return Response(exchange)
+
+
+def run_with(receiver: otlp.Receiver, *capabilities: str) -> FakeRun:
+    port = receiver.url.split(":")[2].split("/")[0]
+    config = load(overrides={"target": "http://target", "tokens": ["a", "b"], "otlp_receiver": f"127.0.0.1:{port}", "otlp_wait": 0.5}, environ={})
+    return FakeRun(config, {"capabilities": list(capabilities)})
+
+
+def test_a_request_whose_trace_never_arrives_is_not_verified(receiver: otlp.Receiver) -> None:
+    run = run_with(receiver, otlp.TRACE_CAPABILITY)
+    with pytest.raises(NotVerified, match=r"GET http://target/sessions/s-1/transcript: no span of its trace 5{32}"):
+        counts.round_trips(run, answered("5" * 32, "00000000000000dd"))
+    export(receiver, [span("6" * 32, "0" * 16, INTERNAL, "handler")])  # arrives, but shows nothing countable
+    with pytest.raises(NotVerified, match="no server span for the suite's request and no database client span"):
+        counts.round_trips(run, answered("6" * 32, "00000000000000dd"))
+    assert counts.sources(run.capabilities, load(overrides={"target": "http://t", "tokens": ["a", "b"]}, environ={})) == ()
+
+
+def test_spans_count_and_agree_with_the_header_or_fail_the_agreement_rule(receiver: otlp.Receiver) -> None:
+    parent = "00000000000000ee"
+    export(receiver, request_spans("7" * 32, parent) + request_spans("8" * 32, parent))
+    spans_only = run_with(receiver, otlp.TRACE_CAPABILITY)
+    assert counts.round_trips(spans_only, answered("7" * 32, parent)) == 2
+    assert spans_only.details[counts.DETAILS_KEY][0]["source"] == "spans"
+    both = run_with(receiver, otlp.TRACE_CAPABILITY, counts.QUERY_COUNT)
+    assert counts.round_trips(both, answered("7" * 32, parent, header=2)) == 2
+    with pytest.raises(CheckFailed) as failure:
+        counts.round_trips(both, answered("8" * 32, parent, header=3))
+    assert failure.value.requirements == [counts.AGREEMENT]
+    assert "Storage-Round-Trips: 3" in failure.value.message and "2 database round trip span(s)" in failure.value.message
+    assert "SELECT app: /* app */ SELECT * FROM sessions" in failure.value.message
+    assert [e["source"] for e in both.details[counts.DETAILS_KEY]] == ["both", "both"]
+
+
+def test_every_request_the_suite_sends_carries_a_fresh_valid_traceparent() -> None:
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["traceparent"])
+        retry = request.url.path == "/busy" and len(seen) == 1
+        return httpx.Response(503, headers={"Retry-After": "0"}) if retry else httpx.Response(200, json={})
+
+    client = ApiClient("http://target", "token", "principal-1", Recorder())
+    client._http = httpx.Client(transport=httpx.MockTransport(answer))
+    responses = [client.get("/busy", validate_response=False)]  # retried after its 503: a new trace per attempt
+    responses += [client.request(method, "/sessions", validate_response=False) for method in ("GET", "POST", "DELETE") * 5]
+    assert all(TRACEPARENT.match(value) for value in seen), seen
+    assert len(set(seen)) == len(seen) == 17
+    assert len({value.split("-")[1] for value in seen}) == 17  # a fresh trace id each time, not only a span id
+    assert [r.trace for r in responses] == [TRACEPARENT.match(v).groups() for v in seen[1:]]
+
+
+def test_preflight_stops_when_the_receiver_port_cannot_be_bound() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        config = load(overrides={"target": "http://127.0.0.1:9", "tokens": ["a", "b"], "otlp_receiver": str(taken),
+                                 "skip_preflight": [name for name in ITEM_NAMES if name != "counts"]}, environ={})
+        state = run_preflight(config)
+    [item] = [item for item in state.items if item.name == "counts"]
+    assert item.status == "failed" and f"cannot listen on {taken}" in item.message, item
+    assert not state.ok
