@@ -76,6 +76,7 @@ class RowRun:
     bindings: dict[str, Any] = field(default_factory=dict)
     clocks: dict[str, Clock] = field(default_factory=dict)
     position: int = 0
+    unverified: str | None = None  # a wrong answer given after a window the state holds may have ended
 
     @property
     def requirements(self) -> list[str]:
@@ -84,6 +85,10 @@ class RowRun:
     @property
     def steps(self) -> list[Step]:
         return state_steps(self.table, self.row["state"])
+
+    @property
+    def waits(self) -> bool:
+        return any("wait" in step for step in self.steps)
 
     # ------------------------------------------------------------ values
     def value(self, text: str) -> Any:
@@ -163,6 +168,11 @@ class RowRun:
         return None
 
     # ------------------------------------------------------------ the row's operation
+    def complete(self) -> str | None:
+        """The rest of the state, then the operation: what was wrong, or None."""
+        self.reach(until_wait=False)
+        return self.judge()
+
     def judge(self) -> str | None:
         """The row's operation on its state: None when the answer is the expected one."""
         operation = self.table["operations"][self.row["operation"]]
@@ -182,18 +192,19 @@ class RowRun:
                 wrong = f"expected members {json.dumps(expected)}, got {json.dumps(CheckContext.known(body, expected))}"
         if wrong is None:
             return None
-        self.unless_clock_ran_out(stamp)
+        self.unverified = self.clock_ran_out(stamp)
         return f"{self.row['state']} / {self.row['operation']}: {describe(response.exchange)}; {wrong} ({', '.join(self.requirements)})"
 
-    def unless_clock_ran_out(self, stamp: timing.Stamp) -> None:
+    def clock_ran_out(self, stamp: timing.Stamp) -> str | None:
         """A row whose state holds a window it did not wait out proves nothing once the window may
-        have ended before the operation reached the server: not verified, never a failure."""
+        have ended before the operation reached the server: why, or None while it surely held."""
         for name, clock in self.clocks.items():
             if not clock.waited and stamp.answered >= clock.stamp.sent + clock.seconds:
-                raise NotVerified(
+                return (
                     f"{self.row['state']} / {self.row['operation']}: the {clock.seconds:g}-second {name} may have ended "
                     f"before the operation arrived ({stamp.answered - clock.stamp.sent:.2f} s after it was started)"
                 )
+        return None
 
 
 def run_table(ctx: CheckContext, name: str, clients: dict[str, ApiClient]) -> None:
@@ -203,30 +214,24 @@ def run_table(ctx: CheckContext, name: str, clients: dict[str, ApiClient]) -> No
     shortest = max(SHORTEST_LEASE, int(ctx.limits.get("min_lease_seconds") or SHORTEST_LEASE))
     base = {"short_ttl": shortest, "hold_ttl": hold_ttl(ctx)} if ctx.has("writer-lease") else {}
     runs = [RowRun(ctx, table, row, clients, dict(base)) for row in rows]
-    wrong: list[tuple[RowRun, str]] = []
-    edges: list[float] = []
-    for run in runs:  # rows without a wait run whole at once, so a held lease is still held
-        edge = run.reach(until_wait=True)
-        if edge is None:
-            found = run.judge()
-            if found:
-                wrong.append((run, found))
-        else:
-            edges.append(edge)
+    waiting = [run for run in runs if run.waits]
+    # The rows behind a wait start their clocks first; the other rows run whole meanwhile (a held
+    # lease is used at once), then one wait serves every row behind an expiry.
+    edges = [edge for edge in (run.reach(until_wait=True) for run in waiting) if edge is not None]
+    results = [(run, run.complete()) for run in runs if not run.waits]
     if edges:
-        timing.wait_until(max(edges))  # one wait for every row behind an expiry
-        for run in runs:
-            if any(clock.waited for clock in run.clocks.values()):
-                run.reach(until_wait=False)
-                found = run.judge()
-                if found:
-                    wrong.append((run, found))
+        timing.wait_until(max(edges))
+        results += [(run, run.complete()) for run in waiting]
+    wrong = [(run, found) for run, found in results if found and run.unverified is None]
     if wrong:
         raise CheckFailed(
             f"{len(wrong)} of {len(runs)} rows of fixtures/states/{name}.json answered wrongly:\n"
             + "\n".join(f"  {line}" for _, line in wrong[:20]),
             list(dict.fromkeys(req for run, _ in wrong for req in run.requirements)),
         )
+    unverified = [run.unverified for run, found in results if found and run.unverified]
+    if unverified:
+        raise NotVerified(f"{len(unverified)} rows of fixtures/states/{name}.json could not be judged: {unverified[0]}")
 
 
 # ---------------------------------------------------------------- one check per state machine

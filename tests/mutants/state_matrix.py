@@ -8,6 +8,7 @@ again, a suspended turn finishes, an empty string in a patch clears.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +21,8 @@ from reference_impl.services.common import timestamp, utcnow
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.settings import Settings
-from reference_impl.store.rows import LeaseRow
+from reference_impl.store import Transaction
+from reference_impl.store.rows import LeaseRow, TurnRow
 from tests.mutants import app_with_service, mutant, reference_app
 from tests.mutants.sessions import rewrite_requests
 
@@ -57,39 +59,41 @@ def released_lease_renews(settings: Settings) -> ASGIApp:
     return app_with_service(settings, Service)
 
 
-@mutant("SESS-TURN-FINISH-001", select=("state_matrix.turns",),
-        description="Finishing a finished turn answers 200 with the new status (nothing is stored)")
-def finished_turn_finishes_again(settings: Settings) -> ASGIApp:
+Finish = Callable[[Transaction, TurnRow, str], dict[str, Any]]
+
+
+def finish_also_when(settings: Settings, statuses: tuple[str, ...], finish: Finish) -> ASGIApp:
+    """The reference, but a finish of a turn in one of `statuses` is answered by `finish`."""
+
     class Service(SessionsService):
         def finish_turn(
             self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None
         ) -> dict[str, Any]:
-            with self.store.read() as tx:
+            with self.store.write() as tx:
                 turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
-            if turn.status in ("completed", "failed"):
-                return views.turn(replace(turn, status=body["status"]))
+                if turn.status in statuses:
+                    return finish(tx, turn, body["status"])
             return super().finish_turn(principal, session_id, turn_id, body, lease_id)
 
     return app_with_service(settings, Service)
+
+
+@mutant("SESS-TURN-FINISH-001", select=("state_matrix.turns",),
+        description="Finishing a finished turn answers 200 with the new status (nothing is stored)")
+def finished_turn_finishes_again(settings: Settings) -> ASGIApp:
+    return finish_also_when(settings, ("completed", "failed"), lambda tx, turn, status: views.turn(replace(turn, status=status)))
 
 
 @mutant("SUSPEND-UNFINISHED-001", select=("state_matrix.suspended_turns",),
         description="A suspended turn can be finished: the finish frees its slot as an abandon would")
 def suspended_turn_finishes(settings: Settings) -> ASGIApp:
-    class Service(SessionsService):
-        def finish_turn(
-            self, principal: str, session_id: str, turn_id: str, body: dict[str, Any], lease_id: str | None = None
-        ) -> dict[str, Any]:
-            now = timestamp(utcnow())
-            with self.store.write() as tx:
-                turn = steps.writable_turn(self.access, tx, principal, session_id, turn_id, lease_id)
-                if turn.status == "suspended":
-                    end = tx.release_suspended_slot(session_id, turn_id)
-                    tx.set_turn_state(turn_id, status=body["status"], finished_at=now, end_record_index=end)
-                    return views.turn(replace(turn, status=body["status"], finished_at=now, end_record_index=end))
-            return super().finish_turn(principal, session_id, turn_id, body, lease_id)
+    def close(tx: Transaction, turn: TurnRow, status: str) -> dict[str, Any]:
+        now = timestamp(utcnow())
+        end = tx.release_suspended_slot(turn.session_id, turn.turn_id)
+        tx.set_turn_state(turn.turn_id, status=status, finished_at=now, end_record_index=end)
+        return views.turn(replace(turn, status=status, finished_at=now, end_record_index=end))
 
-    return app_with_service(settings, Service)
+    return finish_also_when(settings, ("suspended",), close)
 
 
 @mutant("SESS-PATCH-001", select=("state_matrix.patch_three_state",),

@@ -16,7 +16,7 @@ import itertools
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from conformance.client import Response
+from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
 from conformance.registry import check
@@ -115,10 +115,40 @@ class Model:
         return Expected(404, "not-found", "AUTH-GRANT-SCOPE-001")  # the fork is its maker's alone
 
 
-def matches(response: Response, expected: Expected) -> bool:
-    if response.status != expected.status:
-        return False
-    return expected.problem is None or response.problem_type == PROBLEM + expected.problem
+def mismatch(what: str, answer: Response, expected: Expected) -> tuple[str, str] | None:
+    """(requirement, message) when the answer is not the expected one."""
+    if answer.status == expected.status and (expected.problem is None or answer.problem_type == PROBLEM + expected.problem):
+        return None
+    got = f"{answer.status} {(answer.problem_type or '').removeprefix(PROBLEM)}".strip()
+    return expected.requirement, f"{what}: answered {got}; expected {expected.status} {expected.problem or ''}".rstrip()
+
+
+def run_order(ctx: CheckContext, owner: ApiClient, grantee: ApiClient, order: tuple[str, ...]) -> list[tuple[str, str]]:
+    """One order on a fresh ancestor: every event, then every read and write, against the model."""
+    ancestor = ctx.create_session(owner)["session_id"]
+    descendant = ctx.new_id("order-child")
+    grant_path = f"/sessions/{ancestor}/grants/{ctx.principal_id(grantee)}"
+    events = {
+        "grant": lambda: owner.request("PUT", grant_path, json={"role": "writer"}),
+        "revoke": lambda: owner.request("DELETE", grant_path),
+        "fork": lambda: grantee.post(f"/sessions/{ancestor}/fork", json={"cut": {"mode": "latest"}, "target_session_id": descendant}),
+        "delete ancestor": lambda: owner.request("DELETE", f"/sessions/{ancestor}"),
+        "delete descendant": lambda: grantee.request("DELETE", f"/sessions/{descendant}"),
+    }
+    model = Model()
+    label = " → ".join(order)
+    found = [mismatch(f"{label}: the {event}", events[event](), model.event(event)) for event in order]
+    after = [
+        ("the grantee reads A", model.ancestor_for_grantee(), lambda: grantee.get(f"/sessions/{ancestor}")),
+        ("the owner reads A", model.ancestor_for_owner(), lambda: owner.get(f"/sessions/{ancestor}")),
+        ("the owner of A reads D", model.descendant_for_ancestor_owner(), lambda: owner.get(f"/sessions/{descendant}")),
+        ("the grantee reads D", model.descendant_alone(), lambda: grantee.get(f"/sessions/{descendant}")),
+        ("the grantee reads D's transcript", model.through_descendant(), lambda: grantee.get(f"/sessions/{descendant}/transcript")),
+        ("the grantee reads D's lineage", model.through_descendant(), lambda: grantee.get(f"/sessions/{descendant}/lineage")),
+        ("the grantee writes A", model.ancestor_write_for_grantee(), lambda: grantee.post(f"/sessions/{ancestor}/turns", json={"role": "user"})),
+    ]
+    found += [mismatch(f"{label}: {what}", send(), expected) for what, expected, send in after]
+    return [item for item in found if item is not None]
 
 
 @check(
@@ -129,38 +159,8 @@ def matches(response: Response, expected: Expected) -> bool:
 )
 def access_under_every_order(ctx: CheckContext) -> None:
     owner, grantee = ctx.principals("owner", "writer")
-    grantee_id = ctx.principal_id(grantee)
-    wrong: list[tuple[str, str]] = []
     orders = [order for events in EVENT_SETS for order in itertools.permutations(events)]
-    for order in orders:
-        ancestor = ctx.create_session(owner)["session_id"]
-        descendant = ctx.new_id("order-child")
-        model = Model()
-        requests = {
-            "grant": lambda: owner.request("PUT", f"/sessions/{ancestor}/grants/{grantee_id}", json={"role": "writer"}),
-            "revoke": lambda: owner.request("DELETE", f"/sessions/{ancestor}/grants/{grantee_id}"),
-            "fork": lambda: grantee.post(f"/sessions/{ancestor}/fork", json={"cut": {"mode": "latest"}, "target_session_id": descendant}),
-            "delete ancestor": lambda: owner.request("DELETE", f"/sessions/{ancestor}"),
-            "delete descendant": lambda: grantee.request("DELETE", f"/sessions/{descendant}"),
-        }
-        label = " → ".join(order)
-        for event in order:
-            expected, answer = model.event(event), requests[event]()
-            if not matches(answer, expected):
-                wrong.append((expected.requirement, f"{label}: the {event} answered {answer.status} {answer.problem_type or ''}; expected {expected.status} {expected.problem or ''}"))
-        after = [
-            ("the grantee reads A", model.ancestor_for_grantee(), lambda: grantee.get(f"/sessions/{ancestor}")),
-            ("the owner reads A", model.ancestor_for_owner(), lambda: owner.get(f"/sessions/{ancestor}")),
-            ("the owner of A reads D", model.descendant_for_ancestor_owner(), lambda: owner.get(f"/sessions/{descendant}")),
-            ("the grantee reads D", model.descendant_alone(), lambda: grantee.get(f"/sessions/{descendant}")),
-            ("the grantee reads D's transcript", model.through_descendant(), lambda: grantee.get(f"/sessions/{descendant}/transcript")),
-            ("the grantee reads D's lineage", model.through_descendant(), lambda: grantee.get(f"/sessions/{descendant}/lineage")),
-            ("the grantee writes A", model.ancestor_write_for_grantee(), lambda: grantee.post(f"/sessions/{ancestor}/turns", json={"role": "user"})),
-        ]
-        for what, expected, send_read in after:
-            answer = send_read()
-            if not matches(answer, expected):
-                wrong.append((expected.requirement, f"{label}: {what}: answered {answer.status} {answer.problem_type or ''}; expected {expected.status} {expected.problem or ''}"))
+    wrong = [item for order in orders for item in run_order(ctx, owner, grantee, order)]
     if wrong:
         raise CheckFailed(
             f"{len(wrong)} wrong answers over {len(orders)} orders:\n" + "\n".join(f"  {line} ({req})" for req, line in wrong[:20]),
