@@ -1,9 +1,9 @@
 """A small server written the way another team would: plain `sqlite3`, no SQLAlchemy, no diagnostics
 header at all, and traced only by stock OpenTelemetry instrumentation (issue 21).
 
-`python -m tests.otel_server --port N --database FILE` serves sessions, turns, record appends,
-forks at the latest turn, effective transcript pages and lineage: what the cost checks at depths
-0, 1, 5 and the maximum need. With `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set it exports its spans
+`python -m tests.otel_server serve --database-url sqlite:///FILE --port N --tokens-file F` serves
+discovery, sessions, turns, record appends, forks at the latest turn, effective transcript pages and
+lineage: what the cost checks at depths 0, 1, 5 and the maximum need. With `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set it exports its spans
 there and advertises `diagnostics.trace-context`: the suite can then count its round trips only
 from the spans (`opentelemetry-instrumentation-sqlite3` makes one per statement).
 
@@ -19,9 +19,11 @@ import os
 import sqlite3
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import uvicorn
+import yaml
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -33,7 +35,7 @@ LIMITS = {
     "max_records_per_append": 100,
     "max_request_bytes": 1_048_576,
     "idempotency_key_lifetime_seconds": 86_400,
-    "max_lineage_depth": 16,
+    "max_lineage_depth": 8,  # a small server may go less deep than the reference (at least 5: CAP-LIMITS-001)
     "max_page_size": 200,
     "default_page_size": 50,
 }
@@ -233,14 +235,15 @@ def _decode(cursor: str) -> tuple[int, int]:
     return turn, index
 
 
-def build(database: str, traced: bool) -> Starlette:
+def build(database: str, tokens: frozenset[str], traced: bool) -> Starlette:
     server = Server(database)
     capabilities = ["fork", "effective-transcript", "lineage"] + (["diagnostics.trace-context"] if traced else [])
 
-    def endpoint(handler: Any, status: int = 200) -> Any:
+    def endpoint(handler: Any, status: int = 200, public: bool = False) -> Any:
         async def run(request: Request) -> Response:
-            if not request.headers.get("authorization", "").startswith("Bearer "):
-                return problem(401, "unauthenticated", "a bearer token is required")
+            scheme, _, token = request.headers.get("authorization", "").partition(" ")
+            if not public and (scheme.lower() != "bearer" or token not in tokens):
+                return problem(401, "unauthenticated", "a known bearer token is required")
             try:
                 body = await request.json() if request.method == "POST" else {}
                 if not isinstance(body, dict):
@@ -256,7 +259,7 @@ def build(database: str, traced: bool) -> Starlette:
     p = "/sessions/{session_id}"
     routes = [
         Route("/capabilities", endpoint(lambda r, b: {"spec_version": SPEC_VERSION, "capabilities": capabilities, "limits": LIMITS,
-                                                      "diagnostics": {"query_count": False, "write_count": False, "records_examined": False}})),
+                                                      "diagnostics": {"query_count": False, "write_count": False, "records_examined": False}}, public=True)),
         Route("/sessions", endpoint(lambda r, b: server.create_session(b), 201), methods=["POST"]),
         Route(p, endpoint(lambda r, b: session_view(server.session(r.path_params["session_id"])))),
         Route(f"{p}/turns", endpoint(lambda r, b: server.start_turn(r.path_params["session_id"], b), 201), methods=["POST"]),
@@ -270,10 +273,13 @@ def build(database: str, traced: bool) -> Starlette:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser()  # as the reference's, so tests/servers.py starts either
+    parser.add_argument("command", choices=["serve"])
+    parser.add_argument("--database-url", required=True, help="sqlite:///FILE")
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--database", required=True)
+    parser.add_argument("--tokens-file", required=True, help="YAML mapping of bearer token to principal")
     args = parser.parse_args()
+    tokens = frozenset(yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {})
     traced = bool(os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
     if traced:  # the stock set-up a team adds; the exporter reads the endpoint from the environment
         from opentelemetry import trace
@@ -286,7 +292,7 @@ def main() -> None:
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)
         SQLite3Instrumentor().instrument()  # before the server connects
-    app: Any = build(args.database, traced)
+    app: Any = build(args.database_url.removeprefix("sqlite:///"), tokens, traced)
     if traced:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
