@@ -172,7 +172,9 @@ def _check(args: argparse.Namespace) -> int:
             where = args.embedded_database_url.split("://")[0] if args.embedded_database_url else "SQLite"
             log = embedded_log()
             console.print(f"[dim]starting the embedded reference server ({where}; its log: {log})…[/dim]", highlight=False)
-            server = stack.enter_context(reference_server(args.embedded_database_url, log_file=log))
+            traced = _embedded_trace_endpoint(args.config, overrides)
+            tracing = {"otlp_endpoint": traced} if traced else {}
+            server = stack.enter_context(reference_server(args.embedded_database_url, log_file=log, **tracing))
             overrides.update(target=server.url, tokens=list(server.tokens))
         config = load(args.config, overrides)
         checks = all_checks()
@@ -210,6 +212,22 @@ def _check(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         console.print(f"[dim]wrote {path}[/dim]", highlight=False)
     return result.exit_code
+
+
+def _embedded_trace_endpoint(file: str | None, overrides: dict[str, object]) -> str | None:
+    """Where the embedded reference exports its spans: the run's receiver, started first so that a
+    port 0 setting has its real port (a port that cannot be bound is left to preflight to report)."""
+    from conformance import otlp
+    from conformance.embedded import trace_endpoint
+
+    placeholder = load(file, {**overrides, "target": "http://embedded.invalid", "tokens": ["embedded-1", "embedded-2"]})
+    if placeholder.otlp_receiver is None:
+        return None
+    try:
+        otlp.start(placeholder)
+    except OSError:
+        return None
+    return trace_endpoint(placeholder)
 
 
 def _report_paths(args: argparse.Namespace) -> list[tuple[str, str, Callable[..., None]]]:

@@ -91,22 +91,29 @@ def require_counts(run: _Run) -> None:
         )
 
 
-def round_trips(run: _Run, response: Response) -> int:
-    """The round trips of one request from the run's source (see `sources`), recorded in the check's
-    details. NotVerified when the run has no source; a failure of DIAG-COUNTS-AGREE-001, citing the
-    request, both numbers and the spans, when header and spans differ."""
+def round_trips(run: _Run, response: Response, what: str | None = None) -> int:
+    """The round trips of one request from the run's source (see `sources`), recorded once in the
+    check's details, labelled `what` (e.g. "depth 5") for the reports. NotVerified when the run has
+    no source; a failure of DIAG-COUNTS-AGREE-001, citing the request, both numbers and the spans,
+    when header and spans differ."""
     require_counts(run)
     found = sources(run.capabilities, run.config)
     header = header_round_trips(response) if "header" in found else None
     trace = request_spans(run.config, response) if "spans" in found else None
     spans = trace.round_trips if trace is not None else []
     entry: dict[str, Any] = {"request": _request(response), "source": source_name(found)}
+    if what is not None:
+        entry["what"] = what
+    if response.trace is not None:
+        entry["trace_id"] = response.trace[0]
     if header is not None:
         entry["header"] = header
     if trace is not None:
         entry["spans"] = len(spans)
         entry["span_names"] = [span.label() for span in spans[:SPAN_LABELS]]
-    run.details.setdefault(DETAILS_KEY, []).append(entry)
+    recorded = run.details.setdefault(DETAILS_KEY, [])
+    if not any(e.get("trace_id") == entry.get("trace_id") and e["request"] == entry["request"] for e in recorded):
+        recorded.append(entry)
     if header is not None and trace is not None and header != len(spans):
         names = "; ".join(entry["span_names"]) or "none"
         failure = CheckFailed(
@@ -118,12 +125,6 @@ def round_trips(run: _Run, response: Response) -> int:
         failure.setup_rules = frozenset({AGREEMENT})  # type: ignore[attr-defined]  # any check may cite it (registry.py)
         raise failure
     return header if header is not None else len(spans)
-
-
-def offending_spans(details: dict[str, Any], limit: int = 5) -> list[dict[str, Any]]:
-    """The counted requests of a check's details, most expensive first (what a failure report shows)."""
-    entries = [e for e in details.get(DETAILS_KEY, []) if isinstance(e, dict)]
-    return sorted(entries, key=lambda e: -max(int(e.get("header") or 0), int(e.get("spans") or 0)))[:limit]
 
 
 __all__ = ["AGREEMENT", "DETAILS_KEY", "QUERY_COUNT", "counted", "header_round_trips", "require_counts", "request_spans", "round_trips", "source_name", "sources"]

@@ -146,7 +146,7 @@ class Receiver:
         server = _IPv6Server if ":" in host else ThreadingHTTPServer
         self._server = server((host, port), _handler(self))  # OSError when the port cannot be bound
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="otlp-receiver", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="otlp-receiver", daemon=True)
         self._thread.start()
 
     @property

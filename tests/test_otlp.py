@@ -182,3 +182,31 @@ def test_preflight_stops_when_the_receiver_port_cannot_be_bound() -> None:
     [item] = [item for item in state.items if item.name == "counts"]
     assert item.status == "failed" and f"cannot listen on {taken}" in item.message, item
     assert not state.ok
+
+
+def test_reports_show_the_counts_their_source_and_the_spans_of_the_offending_request() -> None:
+    import io
+
+    from conformance.reports import make_console, render_console
+    from conformance.reports.html_report import render_html
+    from conformance.results import CheckResult, Outcome
+    from tests.test_not_verified import _run
+
+    def entry(depth: int, spans: int, trace: str) -> dict[str, Any]:
+        names = [f"SELECT db: SELECT {'x' * 100} FROM t{n}"[:79] + "…" for n in range(spans)]
+        return {"request": f"GET http://target/s-{depth}/transcript", "what": f"depth {depth} transcript page", "source": "spans",
+                "trace_id": trace, "spans": spans, "span_names": names}
+
+    failing = Exchange("GET", "http://target/s-5/transcript", {"traceparent": f"00-{'b' * 32}-{'c' * 16}-01"}, None, 200, {}, b"{}")
+    check = CheckResult("diagnostics.transcript_cost_by_depth", "cost", "diagnostics", ["DIAG-DEPTH-001"], Outcome.FAIL,
+                        "a transcript page cost more than 2 round trips", ["DIAG-DEPTH-001"], exchange=failing,
+                        details={counts.DETAILS_KEY: [entry(0, 2, "a" * 32), entry(5, 6, "b" * 32), entry(1, 2, "d" * 32)]})
+    result = _run(strict=False)
+    result.checks.append(check)
+    buffer = io.StringIO()
+    render_console(result, make_console(buffer))
+    text = buffer.getvalue()
+    assert "round trips from spans: depth 0 transcript page 2 · depth 5 transcript page 6 · depth 1 transcript page 2" in text
+    assert "offending request: GET http://target/s-5/transcript (depth 5 transcript page): 6 round trips; spans: SELECT db: SELECT xx" in text
+    html = render_html(result)
+    assert "round trips from spans (3 requests counted)" in html and "depth 5 transcript page" in html and "SELECT db: SELECT" in html

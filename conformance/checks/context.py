@@ -293,7 +293,7 @@ def cost_by_depth(ctx: CheckContext) -> None:
         if depth < len(ids):
             response = read(ctx, ids[depth])
             ctx.expect_status(response, 200, None, "CONTEXT-READ-001")
-            costs[depth] = round_trips(ctx, response)
+            costs[depth] = round_trips(ctx, response, f"depth {depth}")
     ctx.details["context_round_trips_by_depth"] = costs
     over = {depth: cost for depth, cost in costs.items() if cost > COST_BOUND}
     ctx.expect(not over, f"a context read cost more than {COST_BOUND} round trips; by depth: {costs}")

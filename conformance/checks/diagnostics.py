@@ -136,9 +136,9 @@ def transcript_cost_by_depth(ctx: CheckContext) -> None:
     pages, lineages, sessions = {}, {}, {}
     for depth in depths:
         sid = ids[depth]
-        pages[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}/transcript"))
-        lineages[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}/lineage"))
-        sessions[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}"))
+        pages[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}/transcript"), f"depth {depth} transcript page")
+        lineages[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}/lineage"), f"depth {depth} lineage")
+        sessions[depth] = round_trips(ctx, _read(ctx, f"/sessions/{sid}"), f"depth {depth} session")
     over = {depth: cost for depth, cost in pages.items() if cost > TRANSCRIPT_PAGE_BOUND}
     ctx.expect(not over, f"a transcript page cost more than {TRANSCRIPT_PAGE_BOUND} round trips; by depth: {pages}")
     ctx.expect(len(set(pages.values())) == 1, f"a transcript page costs different round trips by depth: {pages}")
@@ -160,7 +160,7 @@ def page_cost_by_position(ctx: CheckContext) -> None:
     ids = ctx.chain(2, turns_per_session=4, records_per_turn=10)
     sid = ids[-1]
     costs: list[int] = []
-    ctx.walk(sid, limit=limit, on_page=lambda page: costs.append(round_trips(ctx, page)))
+    ctx.walk(sid, limit=limit, on_page=lambda page: costs.append(round_trips(ctx, page, f"page {len(costs) + 1}")))
     ctx.expect(len(costs) > 5, f"expected many pages of {limit} over 120 records, got {len(costs)}")
     ctx.expect(len(set(costs)) == 1, f"round trips per page of {limit}, first to last: {costs}")
 
@@ -180,7 +180,7 @@ def fork_cost_by_source_size(ctx: CheckContext) -> None:
     for name, source in (("1 record", small), (f"{size} records", large)):
         response = ctx.fork(source["session_id"], {"mode": "latest"}, key=ctx.new_id("key"))
         ctx.expect_status(response, 201)
-        costs[name] = round_trips(ctx, response)
+        costs[name] = round_trips(ctx, response, f"fork of {name}")
     ctx.expect(len(set(costs.values())) == 1, f"fork round trips by source size: {costs}")
 
 
@@ -268,7 +268,7 @@ def listing_cost_by_depth(ctx: CheckContext) -> None:
         for depth in depths:
             response = ctx.alice.get(f"/sessions/{ids[depth]}/descendants", params={"limit": 2})
             ctx.expect_status(response, 200)
-            costs[depth] = round_trips(ctx, response)
+            costs[depth] = round_trips(ctx, response, f"depth {depth} descendants page")
         return costs
 
     one_branch = descendant_pages()
@@ -288,7 +288,7 @@ def listing_cost_by_depth(ctx: CheckContext) -> None:
     for _ in range(10_000):
         response = ctx.alice.get("/sessions", params={"cursor": cursor, "limit": ctx.limits["max_page_size"]})
         ctx.expect_status(response, 200)
-        cost = round_trips(ctx, response)
+        cost = round_trips(ctx, response, f"sessions page {len(page_costs) + 1}")
         page_costs.append(cost)
         page = response.json()
         for item in page["sessions"]:

@@ -161,13 +161,13 @@ def limit_edges(ctx: CheckContext) -> None:
             f"the export of {size} records (max_export_records {label}) returned {len(body['records'])}",
         )
         if counted(ctx):
-            costs[label] = round_trips(ctx, response)
+            costs[label] = round_trips(ctx, response, f"export of {label}")
         if ctx.has(RECORDS_EXAMINED):
             examined[label] = (records_examined(response), size)
     refused = ctx.alice.get(f"/sessions/{grandchild}/export")
     ctx.expect_status(refused, 409, "export-too-large")
     if counted(ctx):
-        costs["limit + 1 (refused)"] = round_trips(ctx, refused)
+        costs["limit + 1 (refused)"] = round_trips(ctx, refused, "export of limit + 1 (refused)")
     if ctx.has(RECORDS_EXAMINED):
         examined["limit + 1 (refused)"] = (records_examined(refused), 0)
     page = ctx.alice.get(f"/sessions/{grandchild}/transcript")
@@ -198,7 +198,7 @@ def export_cost_by_depth(ctx: CheckContext) -> None:
         expected = 3 * (depth + 1) + (3 if depth < maximum else 0)
         ctx.expect(len(body["records"]) == expected, f"the export at depth {depth} returned {len(body['records'])} records, "
                    f"expected {expected}", "EXPORT-READ-001")
-        costs[depth] = round_trips(ctx, response)
+        costs[depth] = round_trips(ctx, response, f"depth {depth} export")
         if ctx.has(RECORDS_EXAMINED):
             count = records_examined(response)
             if count > len(body["records"]) + EXAMINED_ALLOWANCE:
@@ -322,7 +322,7 @@ def turn_at_cost(ctx: CheckContext) -> None:
         for position in range(1, total + 1):
             response = turn_at(ctx, sid, position)
             body = turn_body(ctx, response)
-            cost = round_trips(ctx, response)
+            cost = round_trips(ctx, response, f"depth {depth} position {position}")
             if cost > TURN_ROUND_TRIPS:
                 over.append(f"depth {depth} position {position}: {cost}")
             if ctx.has(RECORDS_EXAMINED):
@@ -331,7 +331,7 @@ def turn_at_cost(ctx: CheckContext) -> None:
                     examined.append(f"depth {depth} position {position}: {count} examined for {len(body['records'])}")
         beyond = turn_at(ctx, sid, total + 1)
         ctx.expect_status(beyond, 404, "not-found", "TURN-POS-RANGE-001")
-        if round_trips(ctx, beyond) > TURN_ROUND_TRIPS:
+        if round_trips(ctx, beyond, f"depth {depth} position {total + 1} (404)") > TURN_ROUND_TRIPS:
             over.append(f"depth {depth} position {total + 1} (404): {round_trips(ctx, beyond)}")
     ctx.expect(not over, f"reads of a turn by position cost more than {TURN_ROUND_TRIPS} round trips: {over[:6]}")
     ctx.expect(not examined, f"reads of a turn by position examined more than the records returned + "

@@ -350,17 +350,17 @@ def reverted_transcript_cost(ctx: CheckContext) -> None:
         ctx.run_turn(sid, "assistant", 1)
         answer = revert(ctx, sid, extra["turn_id"], etag_of(ctx, sid))
         ctx.expect_status(answer, 200, None, "REVERT-001")
-        revert_costs.append(round_trips(ctx, answer))
+        revert_costs.append(round_trips(ctx, answer, "revert"))
         if depth < maximum:
             ids.append(ctx.fork_ok(sid, {"mode": "latest"})["session"]["session_id"])
     pages = {}
     for depth in sorted({*DEPTHS, maximum}):
         response = ctx.alice.get(f"/sessions/{ids[depth]}/transcript")
         ctx.expect_status(response, 200)
-        pages[depth] = round_trips(ctx, response)
+        pages[depth] = round_trips(ctx, response, f"depth {depth} page after reverts")
     plain = ctx.chain(1)
     response = ctx.alice.get(f"/sessions/{plain[-1]}/transcript")
-    baseline = round_trips(ctx, response)
+    baseline = round_trips(ctx, response, "page without reverts")
     ctx.expect(set(pages.values()) == {baseline} and baseline <= TRANSCRIPT_PAGE_BOUND,
                f"transcript page round trips by depth of a reverted chain: {pages}; never reverted: {baseline}")
     many = ids[0]
@@ -368,9 +368,9 @@ def reverted_transcript_cost(ctx: CheckContext) -> None:
         turn, _ = ctx.run_turn(many, "user", 1)
         revert(ctx, many, turn["turn_id"], etag_of(ctx, many))
     response = ctx.alice.get(f"/sessions/{many}/transcript")
-    ctx.expect(round_trips(ctx, response) == baseline, f"after 4 reverts a page costs {round_trips(ctx, response)}, not {baseline}")
+    ctx.expect(round_trips(ctx, response, "page after 4 reverts") == baseline, f"after 4 reverts a page costs {round_trips(ctx, response)}, not {baseline}")
     big, big_turns, _ = ctx.conversation(6, records_per_turn=min(20, ctx.limits["max_records_per_append"]))
     answer = revert(ctx, big["session_id"], big_turns[3]["turn_id"], etag_of(ctx, big["session_id"]))
     ctx.expect_status(answer, 200, None, "REVERT-001")
-    revert_costs.append(round_trips(ctx, answer))
+    revert_costs.append(round_trips(ctx, answer, "revert of a large source"))
     ctx.expect(len(set(revert_costs)) == 1, f"revert round trips as the chain grew, then on a larger session: {revert_costs}")

@@ -200,11 +200,11 @@ def replay_history_cost_by_depth(ctx: CheckContext) -> None:
         preceding = ctx.walk(session)
         response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user", "replay_history": _replay(preceding)})
         ctx.expect_status(response, 201, None, "REPLAY-MATCH-001")
-        with_replay[depth] = round_trips(ctx, response)
+        with_replay[depth] = round_trips(ctx, response, f"depth {depth} with replay history")
         ctx.finish(session, response.json()["turn_id"])
         response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user"})
         ctx.expect_status(response, 201, None, "SESS-TURN-001")
-        without[depth] = round_trips(ctx, response)
+        without[depth] = round_trips(ctx, response, f"depth {depth} without")
         ctx.finish(session, response.json()["turn_id"])
     ctx.expect(
         len(set(with_replay.values())) == 1,

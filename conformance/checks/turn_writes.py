@@ -266,7 +266,7 @@ def one_request_turn_cost(ctx: CheckContext) -> None:
         body = {"role": "user", "records": _records(ctx, records), "status": "completed"}
         response = _start(ctx, sid, body, ctx.new_id("key") if key else None)
         ctx.expect_status(response, 201)
-        return round_trips(ctx, response)
+        return round_trips(ctx, response, f"{records} records{' with a key' if key else ''}")
 
     pair = cost(2)
     pair_key = cost(2, key=True)

@@ -18,6 +18,7 @@ from conformance.curl import printable
 from conformance.profiles import describe
 from conformance.reports.markdown import COLUMNS, LABELS, STATUS_WORDS, chapter_counts
 from conformance import matrix
+from conformance.reports import round_trips
 from conformance.results import NOT_VERIFIABLE, Outcome, PreflightItem, RunResult, Verdict
 
 STYLES = {
@@ -100,6 +101,13 @@ def render_console(result: RunResult, console: Console) -> None:
             line.append(f"{check.name}  [{', '.join(check.requirements)}]  ")
             line.append(printable(check.reason or check.message or "not verifiable in this run"))
             console.print(line)
+    for check in result.checks:  # what each cost check counted, by depth, and the spans of a failure
+        line_text = round_trips.summary(check)
+        if line_text:
+            console.print(Text(f"{check.name}: {line_text}", style="dim"), soft_wrap=True)
+        worst = round_trips.offending(check)
+        if worst is not None:
+            console.print(Text(f"  offending request: {printable(round_trips.offending_text(worst))}"), soft_wrap=True)
     for check in result.checks:
         details = check.details.get(matrix.DETAILS_KEY)
         if details:

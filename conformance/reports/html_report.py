@@ -21,6 +21,7 @@ from conformance.curl import describe_response, printable
 from conformance.profiles import describe
 from conformance.reports.markdown import COLUMNS, LABELS, STATUS_WORDS
 from conformance import matrix
+from conformance.reports import round_trips
 from conformance.results import NOT_VERIFIABLE, CheckResult, Outcome, RunResult
 
 CSS = """
@@ -237,6 +238,8 @@ def _check(check: CheckResult) -> str:
     table = check.details.get(matrix.DETAILS_KEY)
     if table:
         body.append(_matrix(table))
+    if round_trips.entries(check):
+        body.append(_round_trips(check))
     if check.reproducer:
         body.append(f"<p>reproduce (shell script; tokens from the environment):</p><pre>{_e(check.reproducer)}</pre>")
     if check.exchange is not None:
@@ -245,6 +248,24 @@ def _check(check: CheckResult) -> str:
     return (
         f"<details{' open' if bad else ''}><summary>{_outcome(check.outcome)} <code>{_e(check.name)}</code> "
         f'<span class="muted">[{", ".join(_rid(r) for r in ids)}]</span></summary>{"".join(body)}</details>'
+    )
+
+
+def _round_trips(check: CheckResult) -> str:
+    """The round trips a cost check counted, request by request, with their source; for a failure,
+    the spans of the offending request."""
+    found = round_trips.entries(check)
+    worst = round_trips.offending(check)
+    rows = "".join(
+        f'<tr class="{"bad" if entry is worst else ""}"><td>{_e(entry.get("what") or "")}</td><td><code>{_e(entry["request"])}</code></td>'
+        f"<td>{_e(round_trips.count_text(entry))}</td><td>{_e('; '.join(entry.get('span_names') or []))}</td></tr>"
+        for entry in found
+    )
+    head = "<tr><th>what</th><th>request</th><th>round trips</th><th>spans</th></tr>"
+    note = f"<p>offending request: {_e(round_trips.offending_text(worst))}</p>" if worst is not None else ""
+    return (
+        f"<p>round trips from {_e(round_trips.source(found))} ({len(found)} requests counted)</p>{note}"
+        f"<details><summary>every count</summary><table>{head}{rows}</table></details>"
     )
 
 
