@@ -288,9 +288,8 @@ def main() -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        trace.set_tracer_provider(provider)
+        trace.set_tracer_provider(provider := TracerProvider())  # as the README shows
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))  # the endpoint from the environment
         SQLite3Instrumentor().instrument()  # before the server connects
     app: Any = build(args.database_url.removeprefix("sqlite:///"), tokens, traced)
     if traced:
