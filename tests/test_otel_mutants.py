@@ -23,15 +23,17 @@ SHALLOW = 8  # the mutants' advertised max_lineage_depth: chains half as long as
 INSTRUMENTED_ONLY_CHECKS = [DEPTH_CHECK, "diagnostics.page_cost_by_position", "diagnostics.fork_cost_by_source_size"]
 
 
-def run_mutant(name: str, tmp_path, select: list[str]) -> RunResult:
+def run_mutant(name: str, tmp_path, select: list[str], receiving: bool = True) -> RunResult:
+    """The traced mutant under the suite, with the suite's OTLP receiver (or without: header only)."""
     with receiver() as (setting, url):
         settings = Settings(database_url=f"sqlite:///{tmp_path / 'otel.db'}", tokens=TOKENS, otlp_endpoint=url,
                             limits=Limits(max_lineage_depth=SHALLOW))
         app, stop = OTEL_MUTANTS[name](settings)
         try:
             with serve_app(app) as server:
+                tracing = {"otlp_receiver": setting, "otlp_wait": 1} if receiving else {}
                 config = load(overrides={"target": server.url, "tokens": list(TOKENS), "select": select, "seed": 21,
-                                         "otlp_receiver": setting, "otlp_wait": 1}, environ={})
+                                         **tracing}, environ={})
                 return run(config)
         finally:
             stop()
@@ -50,6 +52,14 @@ def test_header_that_hides_a_statement_per_ancestor_is_caught_by_the_spans(tmp_p
     judged = outcomes(result)
     assert judged["DIAG-COUNTS-AGREE-001"] == "fail" and judged["DIAG-DEPTH-001"] != "pass", judged
     assert result.exit_code == 1
+
+
+@pytest.mark.deep
+def test_header_that_hides_a_statement_per_ancestor_passes_on_the_header_alone(tmp_path) -> None:
+    """What the spans catch above is what the header hides: judged by the header, the rule passes."""
+    check = by_name(run_mutant("header_hides_ancestor_reads", tmp_path, [DEPTH_CHECK], receiving=False))[DEPTH_CHECK]
+    assert check.outcome is Outcome.PASS, (check.outcome, check.message)
+    assert {count["source"] for count in check.details["round_trips"]} == {"header"}
 
 
 def test_spans_outside_the_callers_trace_without_header_are_not_verified(tmp_path) -> None:

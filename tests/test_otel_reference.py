@@ -201,3 +201,27 @@ def test_traced_reference_passes_the_depth_rule_counted_from_spans_and_header() 
 @pytest.mark.deep
 def test_traced_reference_passes_every_cost_rule_counted_from_spans_and_header() -> None:
     assert_counted_from_both(run_against_traced_reference(COST_CHECKS))
+
+
+def test_each_worker_process_traces_itself(monkeypatch, tmp_path) -> None:
+    """`serve --workers N` hands the endpoint to every worker through the environment: the app a
+    worker builds advertises the capability and exports the caller's trace to the receiver."""
+    from conformance import otlp
+    from conformance.config import load
+    from reference_impl.http.factory import ENV, app_from_environment, settings_to_environment
+    from tests.mutants.otel import receiver
+
+    monkeypatch.delenv(ENV, raising=False)
+    with receiver() as (setting, url):
+        settings_to_environment(Settings(database_url=f"sqlite:///{tmp_path / 'workers.db'}", otlp_endpoint=url))
+        app = app_from_environment()
+        try:
+            with serve_app(app) as server:
+                trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+                response = httpx.get(f"{server.url}/capabilities", headers={"traceparent": f"00-{trace_id}-{span_id}-01"})
+        finally:
+            app.state.stop_tracing()
+        config = load(overrides={"target": server.url, "tokens": ["a", "b"], "otlp_receiver": setting}, environ={})
+        trace = otlp.running(config).trace(trace_id, span_id)
+    assert "diagnostics.trace-context" in response.json()["capabilities"]
+    assert trace is not None and trace.server_span(span_id) is not None
