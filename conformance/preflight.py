@@ -17,6 +17,7 @@ import httpx
 
 import spec
 from conformance import otlp
+from conformance.client import new_traceparent
 from conformance.config import Config, ConfigError, ExpectedFailure, load_expected_failures
 from conformance.counts import source_name
 from conformance.counts import sources as round_trip_sources
@@ -135,6 +136,7 @@ class _Probe:
 
     def _send(self, method: str, url: str, index: int | None = 0, **kwargs: Any) -> httpx.Response:
         headers = self._headers(index) if index is not None else {"Accept": "application/json"}
+        headers["traceparent"] = new_traceparent()  # every request of the suite is its own trace (client.py)
         try:
             return self.http.request(method, url, headers=headers, **kwargs)
         except httpx.HTTPError as exc:

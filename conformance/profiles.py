@@ -105,6 +105,11 @@ class Scope:
                     return alternative
         return None
 
+    def stands_in(self, capability: str) -> str | None:
+        """The capability `capability` may stand in for in the claimed profile (`or`), if it is one: a
+        server lacking both is held to the other, so lacking this one alone fails nothing."""
+        return spec.stand_ins(self.profiles[self.claim.profile], self.claim.version).get(capability)
+
     def requiring_profile(self, capability: str) -> str | None:
         """The claimed profile when it includes the capability (for "not testable" messages)."""
         return self.claim.profile if capability in self.capabilities() else None

@@ -210,12 +210,15 @@ class Target:
     def _cannot_run(self, item: Check, capability: str, scope: Scope, **extra: Any) -> CheckResult:
         """A check whose capability the target lacks: a failure within the claim, else out of scope."""
         in_claim = [r for r in item.requirements if scope.in_profile(r)]
-        instead = scope.stand_in(capability, self.advertised())
-        if in_claim and instead:  # the claimed profile takes the other: rules conditional on this one do not bind
+        instead, primary = scope.stand_in(capability, self.advertised()), scope.stands_in(capability)
+        if in_claim and (instead or primary):  # the profile takes either: rules conditional on this one do not bind
+            why = (
+                f"profile '{scope.claim.profile}' accepts '{instead}' in its place, which the target advertises" if instead
+                else f"in profile '{scope.claim.profile}' it stands in for '{primary}', which the target lacks too (the verdict names it)"
+            )
+            binds = "binds" if len(item.requirements) == 1 else "bind"
             reason = (
-                f"target lacks '{capability}' and advertises '{instead}', which profile '{scope.claim.profile}' "
-                f"accepts in its place; {', '.join(item.requirements)} {'binds' if len(item.requirements) == 1 else 'bind'} "
-                f"only servers that advertise '{capability}'"
+                f"target lacks '{capability}'; {why}: {', '.join(item.requirements)} {binds} only servers that advertise '{capability}'"
             )
             return check_result(item, self.catalogue, Outcome.OUT_OF_SCOPE, "", reason=reason, **extra)
         if in_claim:

@@ -9,7 +9,7 @@ from conformance.checks.fork.writes import fork_writes, header_count, judge_fork
 from conformance.checks.leases import acquire
 from conformance.client import Response, describe
 from conformance.context import CheckContext
-from conformance.counts import QUERY_COUNT, header_round_trips, request_spans, round_trips, sources
+from conformance.counts import QUERY_COUNT, header_round_trips, request_spans, require_counts, round_trips, sources
 from conformance.errors import CheckFailed, NotVerified, Unsupported
 from conformance.otlp import TRACE_CAPABILITY
 from conformance.registry import check
@@ -123,6 +123,7 @@ def header_and_spans_agree(ctx: CheckContext) -> None:
     needs=(CAPABILITY,),
 )
 def transcript_cost_by_depth(ctx: CheckContext) -> None:
+    require_counts(ctx)  # before any set-up: a run without a source of counts cannot verify it
     maximum = ctx.limits["max_lineage_depth"]
     if maximum < max(DEPTHS):
         # Depth 5 is part of the rule; reading at `maximum` instead would hide what it asks.
@@ -156,6 +157,7 @@ def _read(ctx: CheckContext, path: str) -> Response:
 
 @check("DIAG-PAGE-COST-001", title="The last page of a long history costs the same as the first", needs=(CAPABILITY,))
 def page_cost_by_position(ctx: CheckContext) -> None:
+    require_counts(ctx)  # before any set-up: a run without a source of counts cannot verify it
     limit = min(7, ctx.limits["max_page_size"])
     ids = ctx.chain(2, turns_per_session=4, records_per_turn=10)
     sid = ids[-1]
@@ -174,6 +176,7 @@ def large_source(ctx: CheckContext) -> tuple[dict[str, Any], int]:
 
 @check("DIAG-FORK-COST-001", title="A fork costs the same whatever the size of its source", needs=(CAPABILITY,))
 def fork_cost_by_source_size(ctx: CheckContext) -> None:
+    require_counts(ctx)  # before any set-up: a run without a source of counts cannot verify it
     small, _, _ = ctx.conversation(1, records_per_turn=1)
     large, size = large_source(ctx)
     costs = {}
@@ -259,6 +262,7 @@ def fork_writes_by_source_size(ctx: CheckContext) -> None:
 
 @check("DIAG-LIST-COST-001", title="A listing page costs the same whatever the depth and the branches", needs=(CAPABILITY, "sharing"))
 def listing_cost_by_depth(ctx: CheckContext) -> None:
+    require_counts(ctx)  # before any set-up: a run without a source of counts cannot verify it
     maximum = ctx.limits["max_lineage_depth"]
     ids = ctx.chain(maximum, records_per_turn=1)
     depths = sorted({0, 1, min(5, maximum), maximum})
