@@ -210,3 +210,51 @@ def test_reports_show_the_counts_their_source_and_the_spans_of_the_offending_req
     assert "offending request: GET http://target/s-5/transcript (depth 5 transcript page): 6 round trips; spans: SELECT db: SELECT xx" in text
     html = render_html(result)
     assert "round trips from spans (3 requests counted)" in html and "depth 5 transcript page" in html and "SELECT db: SELECT" in html
+
+
+def test_profile_full_is_reached_with_either_source_of_round_trips() -> None:
+    import spec
+    from conformance.profiles import Claim, Scope, describe, profile_results
+
+    catalogue = {req["id"]: req for req in spec.requirements()}
+    scope = Scope(Claim("full", "1.3.0", "default"), catalogue)
+    held = spec.profile_capabilities("full", "1.3.0")
+    header_only = [name for name in held if name != otlp.TRACE_CAPABILITY]
+    spans_only = [name for name in held if name != counts.QUERY_COUNT]
+    neither = [name for name in spans_only if name != otlp.TRACE_CAPABILITY]
+    for advertised in (held, header_only, spans_only):
+        assert next(p for p in profile_results(scope, [], advertised, False) if p.name == "full").reached
+    full = next(p for p in profile_results(scope, [], neither, False) if p.name == "full")
+    assert full.missing_capabilities == [counts.QUERY_COUNT]
+    assert describe(full) == f"{counts.QUERY_COUNT} (or {otlp.TRACE_CAPABILITY}) missing"
+    older = Scope(Claim("full", "1.2.0", "configuration"), catalogue)  # before 1.3.0 only the header counts
+    assert next(p for p in profile_results(older, [], spans_only, False) if p.name == "full").missing_capabilities == [counts.QUERY_COUNT]
+
+
+@pytest.mark.parametrize(
+    ("advertised", "rule", "needs", "outcome"),
+    [
+        ([otlp.TRACE_CAPABILITY], "DIAG-DEPTH-001", (counts.QUERY_COUNT,), "pass"),  # spans stand in for the header
+        ([counts.QUERY_COUNT], "DIAG-DEPTH-001", (counts.QUERY_COUNT,), "pass"),
+        ([], "DIAG-DEPTH-001", (counts.QUERY_COUNT,), "fail"),  # untestable: full needs one of them
+        ([otlp.TRACE_CAPABILITY], "EXPORT-COST-001", ("transcript-export", counts.QUERY_COUNT), "pass"),
+        ([], "EXPORT-COST-001", ("transcript-export", counts.QUERY_COUNT), "not-verified"),  # evidence of either is missing
+        ([counts.QUERY_COUNT], "DIAG-SPANS-001", (otlp.TRACE_CAPABILITY,), "out-of-scope"),  # binds span servers only
+        ([otlp.TRACE_CAPABILITY], "DIAG-HEADER-001", (counts.QUERY_COUNT,), "out-of-scope"),  # binds header servers only
+        ([], "DIAG-SPANS-001", (otlp.TRACE_CAPABILITY,), "out-of-scope"),  # the header rules carry the failure
+    ],
+)
+def test_a_cost_check_runs_with_either_capability(advertised: list[str], rule: str, needs: tuple[str, ...], outcome: str) -> None:
+    from conformance.registry import Check
+    from conformance.target import Target
+
+    ran: list[bool] = []
+    item = Check(f"diagnostics.fake_{rule}", "t", "diagnostics", (rule,), needs, lambda ctx: ran.append(True))
+    config = load(overrides={"target": "http://127.0.0.1:9", "tokens": ["a", "b"]}, environ={})
+    target = Target(config, {"capabilities": ["fork", "effective-transcript", "lineage", "idempotency", "transcript-export", *advertised]}, {})
+    try:
+        result = target.run_check(item)
+    finally:
+        target.close()
+    assert result.outcome.value == outcome, result.message or result.reason
+    assert ran == ([True] if outcome == "pass" else [])
