@@ -43,31 +43,9 @@ def records_examined(response: Response) -> int:
     return header_count(response, RECORDS_HEADER, "DIAG-RECORDS-001")
 
 
-@check("DIAG-HEADER-001", title="Every response carries the round-trip count", needs=(CAPABILITY,))
-def header_on_every_response(ctx: CheckContext) -> None:
-    source, turns, _ = ctx.conversation(1)
-    sid = source["session_id"]
-    responses = [
-        ctx.alice.get("/capabilities"),
-        ctx.alice.get(f"/sessions/{sid}"),
-        ctx.alice.get(f"/sessions/{sid}/transcript"),
-        ctx.alice.get(f"/sessions/{sid}/lineage"),
-        ctx.fork(sid, {"mode": "latest"}),
-        ctx.alice.get(f"/sessions/{ctx.new_id('missing')}"),
-        ctx.fork(sid, {"mode": "through", "turn_id": ctx.new_id("missing")}),
-        ctx.anonymous.get(f"/sessions/{sid}"),
-    ]
-    counts = [header_round_trips(response) for response in responses]
-    ctx.expect(counts[1] >= 1 and counts[2] >= 1, f"reads that touch storage reported {counts[1:3]} round trips")
-    # Counted, not estimated: discovery and a refused request cost less than a transcript read.
-    ctx.expect(
-        counts[0] < counts[2] and counts[7] < counts[2],
-        f"discovery reported {counts[0]}, an unauthenticated request {counts[7]}, a transcript read {counts[2]}",
-    )
-
-
 def _storage_requests(ctx: CheckContext) -> list[Response]:
-    """Answers of every kind: discovery, reads, a fork, refusals (not found, no credentials)."""
+    """Answers of every kind: discovery, two reads that touch storage, the lineage, a fork, refusals
+    (not found, a fork through a missing turn) and, last, a request without credentials."""
     source, _, _ = ctx.conversation(1)
     sid = source["session_id"]
     return [
@@ -77,8 +55,20 @@ def _storage_requests(ctx: CheckContext) -> list[Response]:
         ctx.alice.get(f"/sessions/{sid}/lineage"),
         ctx.fork(sid, {"mode": "latest"}),
         ctx.alice.get(f"/sessions/{ctx.new_id('missing')}"),
+        ctx.fork(sid, {"mode": "through", "turn_id": ctx.new_id("missing")}),
         ctx.anonymous.get(f"/sessions/{sid}"),
     ]
+
+
+@check("DIAG-HEADER-001", title="Every response carries the round-trip count", needs=(CAPABILITY,))
+def header_on_every_response(ctx: CheckContext) -> None:
+    counts = [header_round_trips(response) for response in _storage_requests(ctx)]
+    ctx.expect(counts[1] >= 1 and counts[2] >= 1, f"reads that touch storage reported {counts[1:3]} round trips")
+    # Counted, not estimated: discovery and a refused request cost less than a transcript read.
+    ctx.expect(
+        counts[0] < counts[2] and counts[-1] < counts[2],
+        f"discovery reported {counts[0]}, an unauthenticated request {counts[-1]}, a transcript read {counts[2]}",
+    )
 
 
 @check("DIAG-SPANS-001", title="The caller's trace is continued, and each round trip is one database client span",
