@@ -4,4 +4,4 @@ One module per concern; importing them here, in this order, registers the chapte
 the order they run.
 """
 
-from conformance.checks.errors import bodies, answers, protocol, hostile, mutations  # noqa: F401  (registers their checks)
+from conformance.checks.errors import bodies, answers, precedence, protocol, hostile, mutations  # noqa: F401  (registers their checks)
