@@ -98,6 +98,7 @@ def assert_agree(counts: dict[str, dict[int, tuple[int, int]]]) -> None:
     assert all(header >= 1 for by_depth in counts.values() for header, _ in by_depth.values()), counts
 
 
+@pytest.mark.deep  # quick: the two-store case below, on SQLite too, and the run through the suite's receiver
 def test_spans_equal_the_header_on_sqlite(tmp_path) -> None:
     counts = counts_by_depth(f"sqlite:///{tmp_path / 'otel.db'}")
     assert_agree(counts)
@@ -171,36 +172,42 @@ COST_CHECKS = ["DIAG-SPANS", "DIAG-COUNTS-AGREE", "DIAG-DEPTH", "DIAG-PAGE-COST"
                "EXPORT-COST", "TURN-POS-COST", "TURN-WRITE-COST", "CONTEXT-COST", "REVERT-COST", "REPLAY-COST"]
 
 
-def run_against_traced_reference(select: list[str]):
-    """The suite with its OTLP receiver against the embedded reference exporting there."""
+def check_embedded_traced(tmp_path, select: list[str]) -> tuple[int, dict]:
+    """`session-lineage check --embedded --otlp-receiver PORT`: (exit code, JSON report)."""
+    import json
+
+    from conformance import otlp
+    from conformance.cli import main
     from conformance.config import load
-    from conformance.embedded import reference_server
-    from conformance.runner import run
-    from tests.mutants.otel import receiver
+    from conformance.embedded import free_port
 
-    with receiver() as (setting, url), reference_server(otlp_endpoint=url) as server:
-        return run(load(overrides={"target": server.url, "tokens": list(server.tokens), "select": select, "seed": 21,
-                                   "otlp_receiver": setting}, environ={}))
+    setting, report = f"127.0.0.1:{free_port()}", tmp_path / "report.json"
+    selected = [arg for prefix in select for arg in ("--select", prefix)]
+    try:
+        code = main(["check", "--embedded", "--otlp-receiver", setting, "--report-json", str(report), "--seed", "21", *selected])
+    finally:
+        otlp.stop(load(overrides={"target": "http://127.0.0.1:9", "tokens": ["a", "b"], "otlp_receiver": setting}, environ={}))
+    return code, json.loads(report.read_text(encoding="utf-8"))
 
 
-def assert_counted_from_both(result) -> None:
+def assert_counted_from_both(code: int, report: dict) -> None:
     """Every check passed, and every count it read came from the header and the spans, equal."""
-    from conformance.results import Outcome, Verdict
-
-    assert result.verdict is Verdict.CONFORMANT, [(c.name, c.outcome.value, c.message[:300]) for c in result.checks]
-    counts = [count for check in result.checks for count in check.details.get("round_trips", [])]
-    assert counts and all(check.outcome is Outcome.PASS for check in result.checks)
+    assert code == 0, [(c["name"], c["outcome"], c.get("message", "")[:300]) for c in report["checks"]]
+    counts_line = next(item["message"] for item in report["preflight"] if item["name"] == "counts")
+    assert counts_line.startswith("round trips from the Storage-Round-Trips header and spans"), counts_line
+    counts = [count for check in report["checks"] for count in check["details"].get("round_trips", [])]
+    assert counts and all(check["outcome"] == "pass" for check in report["checks"])
     assert {count["source"] for count in counts} == {"both"}, counts
     assert all(count["header"] == count["spans"] for count in counts), counts
 
 
-def test_traced_reference_passes_the_depth_rule_counted_from_spans_and_header() -> None:
-    assert_counted_from_both(run_against_traced_reference(["DIAG-SPANS", "DIAG-COUNTS-AGREE", "DIAG-DEPTH"]))
+def test_check_embedded_with_a_receiver_passes_the_depth_rule_counted_from_header_and_spans(tmp_path) -> None:
+    assert_counted_from_both(*check_embedded_traced(tmp_path, ["DIAG-COUNTS-AGREE", "DIAG-DEPTH"]))
 
 
 @pytest.mark.deep
-def test_traced_reference_passes_every_cost_rule_counted_from_spans_and_header() -> None:
-    assert_counted_from_both(run_against_traced_reference(COST_CHECKS))
+def test_check_embedded_with_a_receiver_passes_every_cost_rule_counted_from_header_and_spans(tmp_path) -> None:
+    assert_counted_from_both(*check_embedded_traced(tmp_path, COST_CHECKS))
 
 
 def test_each_worker_process_traces_itself(monkeypatch, tmp_path) -> None:
