@@ -62,16 +62,16 @@ def turn_state_before_access(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- invalid-legacy-history, legacy-parent-missing
-def _header_checked_after(settings: Settings, name: bytes, refused: Callable[[bytes], bool],
+def _header_checked_after(settings: Settings, name: bytes, refused: Callable[[str, bytes], bool],
                           replacement: list[tuple[bytes, bytes]], later: str, status: int, kind: str) -> ASGIApp:
-    """An import that checks header `name` after the row of `later`: a request whose header is
-    refused goes on with `replacement` instead, and the import's `later` refusal answers first;
-    anything else it would answer is answered `status` `kind`, as the header's row says."""
+    """A server that checks header `name` after the row of `later`: a request to a path whose header
+    is `refused` goes on with `replacement` instead, and the `later` refusal answers first; anything
+    else it would answer is answered `status` `kind`, as the header's row says."""
     app = reference_app(settings)
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         values = [value for key, value in scope.get("headers", []) if key.lower() == name]
-        if scope["type"] != "http" or scope.get("path") != "/imports" or not values or not refused(values[0]):
+        if scope["type"] != "http" or not values or not refused(scope.get("path", ""), values[0]):
             await app(scope, receive, send)
             return
         headers = [(key, value) for key, value in scope["headers"] if key.lower() != name] + replacement
@@ -96,15 +96,26 @@ def _header_checked_after(settings: Settings, name: bytes, refused: Callable[[by
                     "422 invalid-legacy-history")
 def legacy_history_before_media_type(settings: Settings) -> ASGIApp:
     ndjson = b"application/x-ndjson"
-    return _header_checked_after(settings, b"content-type", lambda value: value.split(b";")[0].strip() != ndjson,
+    return _header_checked_after(settings, b"content-type",
+                                 lambda path, value: path == "/imports" and value.split(b";")[0].strip() != ndjson,
                                  [(b"content-type", ndjson)], "invalid-legacy-history", 415, "unsupported-media-type")
 
 
 @mutant("ERR-PRECEDENCE-001", select=("errors.legacy_import_rows",),
         description="An import looks for the fork parent before it checks the Writer-Lease header's syntax")
 def legacy_parent_before_lease_syntax(settings: Settings) -> ASGIApp:
-    return _header_checked_after(settings, b"writer-lease", lambda value: b" " in value, [], "legacy-parent-missing",
-                                 422, "invalid-request")
+    return _header_checked_after(settings, b"writer-lease", lambda path, value: path == "/imports" and b" " in value, [],
+                                 "legacy-parent-missing", 422, "invalid-request")
+
+
+# ---------------------------------------------------------------- capability-missing
+@mutant("ERR-PRECEDENCE-001", "NEGOTIATE-HEADER-001", select=("errors.capability_missing_row",),
+        description="getContext and getEffectiveTurn check Requires-Capabilities after the session: an unknown session "
+                    "answers 404 however the header reads")
+def capabilities_after_session_on_later_operations(settings: Settings) -> ASGIApp:
+    later = ("/context", "/effective-turns/")
+    return _header_checked_after(settings, b"requires-capabilities", lambda path, value: any(part in path for part in later),
+                                 [], "not-found", 412, "capability-missing")
 
 
 # ---------------------------------------------------------------- import-in-progress, writer-conflict

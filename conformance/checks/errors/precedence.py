@@ -14,6 +14,7 @@ import httpx
 from conformance.checks.authorization.common import grant
 from conformance.checks.leases import held_lease
 from conformance.checks.legacy_import import MEDIA_TYPE, build, fresh_ids, split_lines, upload
+from conformance.checks.probes import probes
 from conformance.client import Response
 from conformance.context import CheckContext
 from conformance.errors import NotVerified
@@ -157,3 +158,17 @@ def import_in_progress_row(ctx: CheckContext) -> None:
         if _claimed_while_held(ctx):
             return
     raise NotVerified("no upload was seen in progress while one was held open (the server may read an upload whole first)")
+
+
+@check("ERR-PRECEDENCE-001", "NEGOTIATE-HEADER-001",
+       title="Requires-Capabilities naming a missing capability answers 412 before every later row, on every operation")
+def capability_missing_row(ctx: CheckContext) -> None:
+    lacking = f"x-unknown-{ctx.rng.randrange(16**6):06x}"
+    unknown = ctx.new_id("missing")  # no such session, and no body: later rows apply too
+    ids = {"turn_id": ctx.new_id("t"), "attachment_id": "no-such-attachment", "principal_id": "someone", "position": "1"}
+    for operation_id, method, template, _ in probes(ctx, "NEGOTIATE-HEADER-001", ids):
+        response = ctx.alice.request(method, template.format(sid=unknown), headers={"Requires-Capabilities": lacking})
+        first_row(ctx, f"{operation_id} naming a missing capability, of an unknown session, without a body", response, 412,
+                  "capability-missing")
+        missing = (response.json() or {}).get("missing_capabilities") if response.status == 412 else [lacking]
+        ctx.expect(missing == [lacking], f"{operation_id}: missing_capabilities is {missing!r}, expected [{lacking!r}]")
