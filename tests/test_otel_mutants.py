@@ -54,6 +54,12 @@ def test_header_that_hides_a_statement_per_ancestor_is_caught_by_the_spans(tmp_p
     assert result.exit_code == 1
 
 
+def test_database_spans_outside_the_request_trace_fail_the_span_rule(tmp_path) -> None:
+    """The server span is found, but the statements' spans are in traces of their own: DIAG-SPANS-001."""
+    result = run_mutant("database_spans_outside_the_request_trace", tmp_path, ["DIAG-SPANS"])
+    assert outcomes(result)["DIAG-SPANS-001"] == "fail", [(c.name, c.outcome, c.message[:300]) for c in result.checks]
+
+
 @pytest.mark.deep
 def test_header_that_hides_a_statement_per_ancestor_passes_on_the_header_alone(tmp_path) -> None:
     """What the spans catch above is what the header hides: judged by the header, the rule passes."""

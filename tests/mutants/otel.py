@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from opentelemetry import context as otel_context
 from sqlalchemy import select
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -32,13 +33,37 @@ from reference_impl.telemetry import instrument
 TRACE_HEADERS = (b"traceparent", b"tracestate")
 
 
-def traced_app(settings: Settings, transaction_class: type[Transaction] = Transaction) -> tuple[Starlette, Callable[[], None]]:
-    """The reference app (store transactions replaced, if asked) exporting its spans to
-    `settings.otlp_endpoint`, as `create_app` does; and its flush-and-stop call."""
+def traced_app(
+    settings: Settings, transaction_class: type[Transaction] = Transaction, inner: type | None = None
+) -> tuple[Starlette, Callable[[], None]]:
+    """The reference app (store transactions replaced, if asked; `inner` middleware inside the
+    server span) exporting its spans to `settings.otlp_endpoint`, as `create_app` does; and its
+    flush-and-stop call."""
     engine = make_engine(settings.database_url)
     migrate(engine)
     app = build_app(build_services(Store(engine, transaction_class=transaction_class), settings), settings)
+    if inner is not None:
+        app.add_middleware(inner)
     return app, instrument(app, [engine], settings.otlp_endpoint or "")
+
+
+class OutsideTheTrace:
+    """Runs the request's work in an empty trace context: its statements start traces of their own."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        token = otel_context.attach(otel_context.Context())
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            otel_context.detach(token)
+
+
+def database_spans_outside_the_request_trace(settings: Settings) -> tuple[ASGIApp, Callable[[], None]]:
+    """The server span continues the caller's trace; the statements' client spans are in other traces."""
+    return traced_app(settings, inner=OutsideTheTrace)
 
 
 class HiddenAncestorReads(Transaction):
@@ -86,7 +111,10 @@ def trace_not_continued_without_header(settings: Settings) -> tuple[ASGIApp, Cal
 
 OTEL_MUTANTS: dict[str, Callable[[Settings], tuple[ASGIApp, Callable[[], None]]]] = {
     build.__name__: build
-    for build in (header_hides_ancestor_reads, trace_not_continued, trace_not_continued_without_header)
+    for build in (
+        header_hides_ancestor_reads, trace_not_continued, trace_not_continued_without_header,
+        database_spans_outside_the_request_trace,
+    )
 }
 
 
