@@ -2,7 +2,8 @@
 the header cannot show it or where the spans cannot be found.
 
 They are their own registry, not `MUTANTS`: each needs the suite's OTLP receiver, so
-tests/test_otel_mutants.py runs them with one (tests/test_mutants.py runs every mutant without).
+tests/test_otel_mutants.py runs them with one (tests/test_mutants.py runs every mutant without);
+`OTEL_CATCHES` names the requirements they prove checkable.
 """
 
 from __future__ import annotations
@@ -109,6 +110,11 @@ def trace_not_continued_without_header(settings: Settings) -> tuple[ASGIApp, Cal
     )
 
 
+# The requirements each traced mutant must fail (the others must never pass a cost rule from spans).
+OTEL_CATCHES: dict[str, tuple[str, ...]] = {
+    "header_hides_ancestor_reads": ("DIAG-COUNTS-AGREE-001",),
+    "database_spans_outside_the_request_trace": ("DIAG-SPANS-001",),
+}
 OTEL_MUTANTS: dict[str, Callable[[Settings], tuple[ASGIApp, Callable[[], None]]]] = {
     build.__name__: build
     for build in (
@@ -131,4 +137,4 @@ def receiver() -> Iterator[tuple[str, str]]:
         otlp.stop(config)
 
 
-__all__ = ["OTEL_MUTANTS", "receiver", "traced_app"]
+__all__ = ["OTEL_CATCHES", "OTEL_MUTANTS", "receiver", "traced_app"]
