@@ -66,10 +66,9 @@ def counts_by_depth(database_url: str, records_database_url: str | None = None) 
         with httpx.Client(base_url=url, headers={"Authorization": "Bearer alice"}) as http:
             maximum = http.get("/capabilities").json()["limits"]["max_lineage_depth"]
             ids = [http.post("/sessions", json={}).json()["session_id"]]
-            for _ in range(maximum):
-                turn = http.post(f"/sessions/{ids[-1]}/turns", json={"role": "user"}).json()
-                http.post(f"/sessions/{ids[-1]}/turns/{turn['turn_id']}/records", json={"records": [{"type": "m", "content": {}}]})
-                http.post(f"/sessions/{ids[-1]}/turns/{turn['turn_id']}/finish", json={"status": "completed"})
+            finished_turn = {"role": "user", "status": "completed", "records": [{"type": "m", "content": {}}]}
+            for _ in range(maximum):  # each a turn written in one request (turn-write), then a fork
+                assert http.post(f"/sessions/{ids[-1]}/turns", json=finished_turn).status_code == 201
                 ids.append(http.post(f"/sessions/{ids[-1]}/fork", json={"cut": {"mode": "latest"}}).json()["session"]["session_id"])
             sent: dict[str, dict[int, tuple[str, str, int]]] = {read: {} for read in READS}
             for depth in (0, 1, 5, maximum):
