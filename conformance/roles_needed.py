@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import inspect
-import textwrap
 from collections.abc import Callable, Iterable
-from functools import lru_cache
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 from conformance.config import ROLES
@@ -37,33 +37,64 @@ def _order(role: str) -> int:
 
 
 def _roles_of(func: Callable[..., Any]) -> frozenset[str]:
-    return _walk(func, frozenset())
+    """The roles `func` and every suite function it reaches by name use."""
+    found: set[str] = set()
+    stack, seen = [func], {id(func)}
+    while stack:
+        roles, callees = _local(stack.pop())
+        found |= roles
+        for callee in callees:
+            if id(callee) not in seen:
+                seen.add(id(callee))
+                stack.append(callee)
+    return frozenset(found)
 
 
-def _walk(func: Callable[..., Any], visiting: frozenset[int]) -> frozenset[str]:
-    if id(func) in visiting:
-        return frozenset()
-    return _cached(func, visiting | {id(func)})
-
-
-@lru_cache(maxsize=None)
-def _tree(func: Callable[..., Any]) -> ast.AST | None:
+@cache
+def _module_functions(filename: str) -> dict[int, ast.AST]:
+    """Each function of a source file by the line its code starts on (its first decorator's, or its
+    `def`'s): the file is parsed once, however many of its functions are read, and only its
+    statements are searched (a function is never inside an expression)."""
     try:
-        return ast.parse(textwrap.dedent(inspect.getsource(func)))
-    except (OSError, TypeError, SyntaxError):
+        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return {}
+    found: dict[int, ast.AST] = {}
+    statements: list[ast.AST] = [tree]
+    while statements:
+        node = statements.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.setdefault(node.lineno, node)
+            if node.decorator_list:
+                found.setdefault(node.decorator_list[0].lineno, node)
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            statements.extend(child for child in getattr(node, field, ()) if isinstance(child, ast.AST))
+    return found
+
+
+def _tree(func: Callable[..., Any]) -> ast.AST | None:
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    if code is None:
         return None
+    return _module_functions(code.co_filename).get(code.co_firstlineno)
 
 
-def _cached(func: Callable[..., Any], visiting: frozenset[int]) -> frozenset[str]:
+@cache
+def _local(func: Callable[..., Any]) -> tuple[frozenset[str], tuple[Callable[..., Any], ...]]:
+    """The roles one function's own code uses, and the suite functions it calls by name."""
     tree = _tree(func)
     if tree is None:
-        return frozenset()
+        return frozenset(), ()
     found: set[str] = set()
-    optional = _optional_nodes(tree)
+    callees: list[Callable[..., Any]] = []
     names = getattr(func, "__globals__", {})
-    for node in ast.walk(tree):
-        if id(node) in optional:
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and _counts_clients(node.test):
+            pending += [node.test, *node.orelse]  # its body is optional: the check does without it
             continue
+        pending.extend(ast.iter_child_nodes(node))
         if isinstance(node, ast.Attribute) and node.attr in ATTRIBUTE_ROLES:
             found.add(ATTRIBUTE_ROLES[node.attr])
         if not isinstance(node, ast.Call):
@@ -73,18 +104,14 @@ def _cached(func: Callable[..., Any], visiting: frozenset[int]) -> frozenset[str
         elif isinstance(node.func, ast.Name):
             callee = names.get(node.func.id)
             if inspect.isfunction(callee) and callee.__module__.startswith(SUITE_PACKAGE):
-                found |= _walk(callee, visiting)
-    return frozenset(role for role in found if role in ROLES)
+                callees.append(callee)
+    return frozenset(role for role in found if role in ROLES), tuple(callees)
 
 
-def _optional_nodes(tree: ast.AST) -> set[int]:
-    """The nodes under an `if` whose test counts the configured clients (`len(ctx.clients) >= 3`)."""
-    optional: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "clients" in ast.dump(node.test) and "len" in ast.dump(node.test):
-            for statement in node.body:
-                optional.update(id(child) for child in ast.walk(statement))
-    return optional
+def _counts_clients(test: ast.expr) -> bool:
+    """Whether an `if` test counts the configured clients (`len(ctx.clients) >= 3`)."""
+    dumped = ast.dump(test)
+    return "clients" in dumped and "len" in dumped
 
 
 __all__ = ["roles_needed"]
