@@ -12,8 +12,14 @@ from conformance.embedded import serve_app
 from conformance.results import Outcome, RunResult, Verdict
 from conformance.runner import run
 from reference_impl.settings import Settings
-from tests.mutants.attachment_copies import fork_copies_attachments, fork_copies_attachments_without_diagnostics
-from tests.mutants.diagnostics import fork_checkpoints_whole_state, fork_checkpoints_whole_state_without_diagnostics
+from tests.mutants.attachment_copies import (
+    fork_copies_attachments,
+    fork_copies_attachments_without_diagnostics,
+)
+from tests.mutants.diagnostics import (
+    fork_checkpoints_whole_state,
+    fork_checkpoints_whole_state_without_diagnostics,
+)
 from tests.servers import PROJECTS, TOKENS
 
 SELECT = ["fork.fork_creates_child", "fork.fork_stores_no_copy", "diagnostics.fork_writes_by_source_size"]

@@ -7,39 +7,30 @@ attachment and its bytes, honestly counted in `Storage-Items-Written`/`Storage-B
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import and_, insert, or_, select
 from starlette.types import ASGIApp
 
 from reference_impl.services.attachments import reach_of
-from reference_impl.services.fork import ForkOutcome, ForkService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
-from tests.mutants import app_with_layers, mutant
-from tests.mutants.diagnostics import without_diagnostics
+from tests.mutants import mutant
+from tests.mutants.diagnostics import copying_after_each_fork, without_diagnostics
 
 
 def _copying_attachments(settings: Settings) -> ASGIApp:
-    class Service(ForkService):
-        def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
-            outcome = super()._fork_in(tx, *args)
-            if outcome.replayed:
-                return outcome
-            child_id = outcome.body["session"]["session_id"]
-            a = t.attachments
-            lent = [
-                and_(a.c.session_id == session_id, a.c.position <= bound)
-                for session_id, bound in reach_of(tx.chain(child_id, self.limits.max_lineage_depth))
-                if session_id != child_id and bound not in (-1, None)
-            ]
-            if lent:
-                for row in tx.conn.execute(select(a).where(or_(*lent))).mappings().all():
-                    tx.conn.execute(insert(a).values({**row, "session_id": child_id, "position": 0}))
-            return outcome
+    def copy(tx: Transaction, child_id: str, max_depth: int) -> None:
+        a = t.attachments
+        lent = [
+            and_(a.c.session_id == session_id, a.c.position <= bound)
+            for session_id, bound in reach_of(tx.chain(child_id, max_depth))
+            if session_id != child_id and bound not in (-1, None)
+        ]
+        if lent:
+            for row in tx.conn.execute(select(a).where(or_(*lent))).mappings().all():
+                tx.conn.execute(insert(a).values({**row, "session_id": child_id, "position": 0}))
 
-    return app_with_layers(settings, Service)
+    return copying_after_each_fork(settings, copy)
 
 
 @mutant("ATT-INHERIT-001", select=("fork.fork_stores_no_attachment_copy",),

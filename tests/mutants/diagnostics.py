@@ -4,11 +4,23 @@ stored records examined)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import Column, Integer, MetaData, String, Table, Text, and_, insert, literal, or_, select
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    and_,
+    insert,
+    literal,
+    or_,
+    select,
+)
 from starlette.types import ASGIApp
 
 from reference_impl.services.fork import ForkOutcome, ForkService
@@ -117,6 +129,20 @@ def _inherited_record_bounds(tx: Transaction, child_id: str, max_depth: int) -> 
     ]
 
 
+def copying_after_each_fork(settings: Settings, copy: Callable[[Transaction, str, int], None]) -> ASGIApp:
+    """The reference, where every new fork (not a replay) also runs `copy(tx, child id, max depth)`
+    in its own transaction: what a copying store adds to a fork."""
+
+    class Service(ForkService):
+        def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
+            outcome = super()._fork_in(tx, *args)
+            if not outcome.replayed:
+                copy(tx, outcome.body["session"]["session_id"], self.limits.max_lineage_depth)
+            return outcome
+
+    return app_with_layers(settings, Service)
+
+
 @mutant("DIAG-FORK-WRITES-001", select=("diagnostics.fork_writes_by_source_size",),
         description="A fork copies every inherited record into a checkpoint of the child, keeping record ids and "
                     "provenance, in one INSERT ... SELECT: ids unchanged and round trips flat, writes grow with the source")
@@ -125,26 +151,20 @@ def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
     CHECKPOINTS.create_all(engine)
     engine.dispose()
 
-    class Service(ForkService):
-        def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
-            outcome = super()._fork_in(tx, *args)
-            if outcome.replayed:
-                return outcome
-            child_id = outcome.body["session"]["session_id"]
-            bounds = _inherited_record_bounds(tx, child_id, self.limits.max_lineage_depth)
-            if bounds:
-                copied = select(
-                    literal(child_id), t.records.c.record_id, t.records.c.session_id,
-                    t.records.c.record_index, t.records.c.content,
-                ).where(or_(*bounds))
-                tx.conn.execute(
-                    insert(fork_checkpoints).from_select(
-                        ["child_session_id", "record_id", "session_id", "record_index", "content"], copied
-                    )
+    def copy(tx: Transaction, child_id: str, max_depth: int) -> None:
+        bounds = _inherited_record_bounds(tx, child_id, max_depth)
+        if bounds:
+            copied = select(
+                literal(child_id), t.records.c.record_id, t.records.c.session_id,
+                t.records.c.record_index, t.records.c.content,
+            ).where(or_(*bounds))
+            tx.conn.execute(
+                insert(fork_checkpoints).from_select(
+                    ["child_session_id", "record_id", "session_id", "record_index", "content"], copied
                 )
-            return outcome
+            )
 
-    return app_with_layers(settings, Service)
+    return copying_after_each_fork(settings, copy)
 
 
 # ---------------------------------------------------------------- DIAG-FORK-WRITES-002
@@ -165,24 +185,18 @@ def _checkpointing_fork(settings: Settings) -> ASGIApp:
     CHECKPOINTS.create_all(engine)
     engine.dispose()
 
-    class Service(ForkService):
-        def _fork_in(self, tx: Transaction, *args: Any) -> ForkOutcome:
-            outcome = super()._fork_in(tx, *args)
-            if outcome.replayed:
-                return outcome
-            child_id = outcome.body["session"]["session_id"]
-            bounds = _inherited_record_bounds(tx, child_id, self.limits.max_lineage_depth)
-            state = []
-            if bounds:
-                rows = tx.conn.execute(
-                    select(t.records.c.record_id, t.records.c.session_id, t.records.c.record_index, t.records.c.content)
-                    .where(or_(*bounds))
-                ).all()
-                state = [list(row) for row in rows]
-            tx.conn.execute(insert(fork_states).values(child_session_id=child_id, state=json.dumps(state, default=str)))
-            return outcome
+    def copy(tx: Transaction, child_id: str, max_depth: int) -> None:
+        bounds = _inherited_record_bounds(tx, child_id, max_depth)
+        state = []
+        if bounds:
+            rows = tx.conn.execute(
+                select(t.records.c.record_id, t.records.c.session_id, t.records.c.record_index, t.records.c.content)
+                .where(or_(*bounds))
+            ).all()
+            state = [list(row) for row in rows]
+        tx.conn.execute(insert(fork_states).values(child_session_id=child_id, state=json.dumps(state, default=str)))
 
-    return app_with_layers(settings, Service)
+    return copying_after_each_fork(settings, copy)
 
 
 @mutant("DIAG-FORK-WRITES-002", "FORK-NO-COPY-001",

@@ -11,40 +11,32 @@ from reference_impl.errors import Forbidden, NotFound
 from reference_impl.services.context import ContextService
 from reference_impl.services.revert import RevertService
 from reference_impl.settings import Settings
-from reference_impl.store import Store
 from tests.mutants import app_with_service, mutant
 
 
-def _forbidden_if_it_exists(store: Store, session_id: str, hidden: NotFound) -> Forbidden | NotFound:
-    """What a leaking server answers instead of `hidden`: 403 when the session exists."""
-    with store.read() as tx:
-        exists = tx.session(session_id) is not None
-    return Forbidden("you may not read this session") if exists else hidden
+def _leaking(base: type, method: str) -> type:
+    """`base` whose read `method(principal, session_id)` answers 403 instead of 404 for a session
+    that exists but is hidden from the caller: 404 stays for an unknown id."""
 
-
-class LeakingContext(ContextService):
-    def context(self, principal: str, session_id: str) -> dict[str, Any]:
+    def leak(self: Any, principal: str, session_id: str) -> dict[str, Any]:
         try:
-            return super().context(principal, session_id)
-        except NotFound as hidden:
-            raise _forbidden_if_it_exists(self.store, session_id, hidden) from None
+            return getattr(base, method)(self, principal, session_id)  # type: ignore[no-any-return]
+        except NotFound:
+            with self.store.read() as tx:
+                if tx.session(session_id) is None:
+                    raise
+            raise Forbidden("you may not read this session") from None
 
-
-class LeakingReverts(RevertService):
-    def reverts(self, principal: str, session_id: str) -> dict[str, Any]:
-        try:
-            return super().reverts(principal, session_id)
-        except NotFound as hidden:
-            raise _forbidden_if_it_exists(self.store, session_id, hidden) from None
+    return type(f"Leaking{base.__name__}", (base,), {method: leak})
 
 
 @mutant("AUTH-HIDE-001", select=("authorization.invisible_sessions",),
         description="getContext answers 403 for another principal's session, 404 for an unknown id")
 def context_tells_hidden_sessions(settings: Settings) -> ASGIApp:
-    return app_with_service(settings, LeakingContext)
+    return app_with_service(settings, _leaking(ContextService, "context"))
 
 
 @mutant("AUTH-HIDE-001", select=("authorization.invisible_sessions",),
         description="listReverts answers 403 for another principal's session, 404 for an unknown id")
 def reverts_tell_hidden_sessions(settings: Settings) -> ASGIApp:
-    return app_with_service(settings, LeakingReverts)
+    return app_with_service(settings, _leaking(RevertService, "reverts"))

@@ -3,21 +3,21 @@ answered before a row the table puts first (errors/precedence.py's checks catch 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp
 
 from reference_impl.errors import ImportInProgress, TurnInProgress, TurnNotSuspended
 from reference_impl.legacy_lines import Line
-from reference_impl.services.legacy_import import ImportJob, ImportService
+from reference_impl.services.legacy_import import ImportJob
 from reference_impl.services.legacy_progress import Progress
 from reference_impl.services.rollout import ReplayPlan, ReplayService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.settings import Settings
 from tests.mutants import app_with_service, mutant, reference_app
 from tests.mutants.errors import _problem
+from tests.mutants.legacy_import import with_job
 
 
 # ---------------------------------------------------------------- replay-history-mismatch
@@ -119,21 +119,6 @@ def capabilities_after_session_on_later_operations(settings: Settings) -> ASGIAp
 
 
 # ---------------------------------------------------------------- import-in-progress, writer-conflict
-def _with_job(job_class: type[ImportJob]) -> type[ImportService]:
-    class Service(ImportService):
-        async def import_stream(
-            self, principal: str, stream: AsyncIterator[bytes], lease_id: str | None = None
-        ) -> tuple[int, dict[str, Any]]:
-            job = job_class(self, principal, lease_id)
-            try:
-                return await job.run(stream)
-            finally:
-                if job.claim is not None:
-                    await run_in_threadpool(job.release)
-
-    return Service
-
-
 class BytesBeforeClaim(ImportJob):
     """Compares the upload with what was imported even when another upload holds the history: a
     conflict answers 409 legacy-conflict; otherwise, at its first new line or at the end, 409
@@ -172,7 +157,7 @@ class BytesBeforeClaim(ImportJob):
         description="An upload is compared with the imported bytes before the claim: a conflicting upload answers "
                     "legacy-conflict while another upload imports the history")
 def legacy_conflict_before_claim(settings: Settings) -> ASGIApp:
-    return app_with_service(settings, _with_job(BytesBeforeClaim))
+    return app_with_service(settings, with_job(BytesBeforeClaim))
 
 
 class LeaseAtClaim(ImportJob):
@@ -189,4 +174,4 @@ class LeaseAtClaim(ImportJob):
         description="Continuing an import checks the writer lease before the bytes: a conflicting upload without the "
                     "lease answers writer-conflict")
 def lease_before_legacy_conflict(settings: Settings) -> ASGIApp:
-    return app_with_service(settings, _with_job(LeaseAtClaim))
+    return app_with_service(settings, with_job(LeaseAtClaim))

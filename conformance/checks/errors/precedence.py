@@ -13,7 +13,13 @@ import httpx
 
 from conformance.checks.authorization.common import grant
 from conformance.checks.leases import held_lease
-from conformance.checks.legacy_import import MEDIA_TYPE, build, fresh_ids, split_lines, upload
+from conformance.checks.legacy_import import (
+    MEDIA_TYPE,
+    build,
+    fresh_ids,
+    split_lines,
+    upload,
+)
 from conformance.checks.probes import probes
 from conformance.client import Response
 from conformance.context import CheckContext
