@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
 from opentelemetry import context as otel_context
 from sqlalchemy import select
@@ -25,11 +24,11 @@ from reference_impl import diagnostics
 from reference_impl.http.app import build_app
 from reference_impl.services import build_services
 from reference_impl.settings import Settings
-from reference_impl.store import Store, Transaction
+from reference_impl.store import Transaction
 from reference_impl.store import tables as t
-from reference_impl.store.engine import make_engine, migrate
 from reference_impl.store.rows import ChainLink
 from reference_impl.telemetry import instrument
+from tests.mutants import open_store
 
 TRACE_HEADERS = (b"traceparent", b"tracestate")
 
@@ -40,12 +39,11 @@ def traced_app(
     """The reference app (store transactions replaced, if asked; `inner` middleware inside the
     server span) exporting its spans to `settings.otlp_endpoint`, as `create_app` does; and its
     flush-and-stop call."""
-    engine = make_engine(settings.database_url)
-    migrate(engine)
-    app = build_app(build_services(Store(engine, transaction_class=transaction_class), settings), settings)
+    store = open_store(settings, transaction_class)
+    app = build_app(build_services(store, settings), settings)
     if inner is not None:
         app.add_middleware(inner)
-    return app, instrument(app, [engine], settings.otlp_endpoint or "")
+    return app, instrument(app, [store.engine], settings.otlp_endpoint or "")
 
 
 class OutsideTheTrace:
