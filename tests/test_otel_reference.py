@@ -171,8 +171,9 @@ COST_CHECKS = ["DIAG-SPANS", "DIAG-COUNTS-AGREE", "DIAG-DEPTH", "DIAG-PAGE-COST"
                "EXPORT-COST", "TURN-POS-COST", "TURN-WRITE-COST", "CONTEXT-COST", "REVERT-COST", "REPLAY-COST"]
 
 
-def check_embedded_traced(tmp_path, select: list[str]) -> tuple[int, dict]:
-    """`session-lineage check --embedded --otlp-receiver PORT`: (exit code, JSON report)."""
+def check_traced(tmp_path, select: list[str], where: tuple[str, ...] = ("--embedded",), setting: str | None = None) -> tuple[int, dict]:
+    """`session-lineage check --otlp-receiver [HOST:]PORT` against `where` (the embedded reference
+    by default): (exit code, JSON report)."""
     import json
 
     from conformance import otlp
@@ -180,10 +181,10 @@ def check_embedded_traced(tmp_path, select: list[str]) -> tuple[int, dict]:
     from conformance.config import load
     from conformance.embedded import free_port
 
-    setting, report = f"127.0.0.1:{free_port()}", tmp_path / "report.json"
+    setting, report = setting or f"127.0.0.1:{free_port()}", tmp_path / "report.json"
     selected = [arg for prefix in select for arg in ("--select", prefix)]
     try:
-        code = main(["check", "--embedded", "--otlp-receiver", setting, "--report-json", str(report), "--seed", "21", *selected])
+        code = main(["check", *where, "--otlp-receiver", setting, "--report-json", str(report), "--seed", "21", *selected])
     finally:
         otlp.stop(load(overrides={"target": "http://127.0.0.1:9", "tokens": ["a", "b"], "otlp_receiver": setting}, environ={}))
     return code, json.loads(report.read_text(encoding="utf-8"))
@@ -201,12 +202,12 @@ def assert_counted_from_both(code: int, report: dict) -> None:
 
 
 def test_check_embedded_with_a_receiver_passes_the_depth_rule_counted_from_header_and_spans(tmp_path) -> None:
-    assert_counted_from_both(*check_embedded_traced(tmp_path, ["DIAG-COUNTS-AGREE", "DIAG-DEPTH"]))
+    assert_counted_from_both(*check_traced(tmp_path, ["DIAG-COUNTS-AGREE", "DIAG-DEPTH"]))
 
 
 @pytest.mark.deep
 def test_check_embedded_with_a_receiver_passes_every_cost_rule_counted_from_header_and_spans(tmp_path) -> None:
-    assert_counted_from_both(*check_embedded_traced(tmp_path, COST_CHECKS))
+    assert_counted_from_both(*check_traced(tmp_path, COST_CHECKS))
 
 
 def test_each_worker_process_traces_itself(monkeypatch, tmp_path) -> None:
@@ -231,3 +232,18 @@ def test_each_worker_process_traces_itself(monkeypatch, tmp_path) -> None:
         trace = otlp.running(config).trace(trace_id, span_id)
     assert "diagnostics.trace-context" in response.json()["capabilities"]
     assert trace is not None and trace.server_span(span_id) is not None
+
+
+@pytest.mark.deep
+@pytest.mark.postgres
+def test_serve_with_workers_on_postgres_traces_every_process(postgres_url: str, tmp_path) -> None:
+    """`serve --workers 2 --otlp-endpoint URL` on PostgreSQL: whichever process answers, its counts
+    come from header and spans, equal."""
+    from tests.mutants.otel import receiver
+    from tests.servers import TOKENS, server_processes
+
+    with receiver() as (setting, url):
+        args = ["--workers", "2", "--otlp-endpoint", url]
+        with server_processes(postgres_url, tmp_path, count=1, args=args, extra_env={"OTEL_BSP_SCHEDULE_DELAY": "100"}) as (server,):
+            where = ("--target", server.url, *(arg for token in TOKENS for arg in ("--token", token)))
+            assert_counted_from_both(*check_traced(tmp_path, ["DIAG-COUNTS-AGREE", "DIAG-DEPTH"], where, setting))
