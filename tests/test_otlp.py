@@ -242,6 +242,10 @@ def test_profile_full_is_reached_with_either_source_of_round_trips() -> None:
         ([counts.QUERY_COUNT], "DIAG-SPANS-001", (otlp.TRACE_CAPABILITY,), "out-of-scope"),  # binds span servers only
         ([otlp.TRACE_CAPABILITY], "DIAG-HEADER-001", (counts.QUERY_COUNT,), "out-of-scope"),  # binds header servers only
         ([], "DIAG-SPANS-001", (otlp.TRACE_CAPABILITY,), "out-of-scope"),  # the header rules carry the failure
+        ([otlp.TRACE_CAPABILITY], "DIAG-COUNTS-AGREE-001", (otlp.TRACE_CAPABILITY, counts.QUERY_COUNT), "out-of-scope"),
+        ([counts.QUERY_COUNT], "DIAG-COUNTS-AGREE-001", (otlp.TRACE_CAPABILITY, counts.QUERY_COUNT), "out-of-scope"),
+        ([], "DIAG-COUNTS-AGREE-001", (otlp.TRACE_CAPABILITY, counts.QUERY_COUNT), "out-of-scope"),
+        ([otlp.TRACE_CAPABILITY, counts.QUERY_COUNT], "DIAG-COUNTS-AGREE-001", (otlp.TRACE_CAPABILITY, counts.QUERY_COUNT), "pass"),
     ],
 )
 def test_a_cost_check_runs_with_either_capability(advertised: list[str], rule: str, needs: tuple[str, ...], outcome: str) -> None:
