@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.contention import rounds
+from conformance.checks.rollout import _action, _rewound_child
 from conformance.checks.diagnostics import CAPABILITY as QUERY_COUNT
 from conformance.counts import round_trips
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
+from conformance.errors import Unsupported
 from conformance.registry import check
 
 IDEM = "idempotent-turns"
@@ -279,3 +281,37 @@ def one_request_turn_cost(ctx: CheckContext) -> None:
         ctx.run_turn(sid, "user", 3)
     later = cost(2)
     ctx.expect(later == pair, f"a message pair cost {pair} round trips in a new session and {later} after more turns")
+
+# ---------------------------------------------------------------- REWIND-CLEAR-001 on these writes
+
+def _finished_by(ctx: CheckContext, way: str, finish: Any) -> None:
+    """A turn finished `failed`, then `completed`, by `finish(child, status)`: only the second clears."""
+    child = _rewound_child(ctx, {"mode": "rerun"})
+    finish(child, "failed")
+    action = _action(ctx, child)
+    ctx.expect(action is not None and action.get("mode") == "rerun", f"{way} `failed` cleared or changed the pending action: {action!r}")
+    finish(child, "completed")
+    action = _action(ctx, child)
+    ctx.expect(action is None, f"{way} `completed` did not clear the pending action: {action!r}")
+
+
+@check("REWIND-CLEAR-001", title="Every way a turn finishes completed clears the pending action: a keyed finish, a one-request turn write",
+       needs=("rewind", "fork"))
+def rewind_cleared_by_every_success(ctx: CheckContext) -> None:
+    if not (ctx.has("idempotent-turns") or ctx.has("turn-write")):
+        raise Unsupported("the server finishes turns only by a plain finish (neither idempotent-turns nor turn-write)")
+    if ctx.has("idempotent-turns"):
+        def keyed(child: str, status: str) -> None:
+            turn = ctx.start_turn(child)
+            path = f"/sessions/{child}/turns/{turn['turn_id']}/finish"
+            key = {"Idempotency-Key": ctx.new_id("k")}
+            ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
+            ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
+
+        _finished_by(ctx, "a finish with an Idempotency-Key (sent twice)", keyed)
+    if ctx.has("turn-write"):
+        def in_one_request(child: str, status: str) -> None:
+            body = {"role": "user", "records": [{"type": "message", "content": {"text": status}}], "status": status}
+            ctx.expect_status(ctx.alice.post(f"/sessions/{child}/turns", json=body), 201)
+
+        _finished_by(ctx, "a turn written in one request", in_one_request)

@@ -139,11 +139,12 @@ class TurnWritesService(ChapterService):
         return undo
 
     @staticmethod
-    def _clear_pending_on_success(tx: Transaction, session_id: str, status: str | None) -> None:
+    def _clear_pending_on_success(tx: Transaction, session: SessionRow, status: str | None) -> None:
         """A turn finished `completed` (by a keyed finish or written finished) clears the session's
-        pending rewind action, as a plain finish does; `failed` keeps it (REWIND-CLEAR-001)."""
-        if status == "completed":
-            tx.clear_pending_action(session_id)
+        pending rewind action, as a plain finish does; `failed` keeps it (REWIND-CLEAR-001). Only a
+        fork can hold one (a rewind is a fork's), so a root session costs no statement."""
+        if status == "completed" and session.lineage is not None:
+            tx.clear_pending_action(session.session_id)
 
     # ---------------------------------------------------------------- start (and the one-request write)
     def start_turn(
@@ -158,11 +159,12 @@ class TurnWritesService(ChapterService):
         turn_id = body.get("turn_id") or new_key(principal)
         status = body.get("status")
         written: list[tuple[str, int, int, int, list[dict[str, Any]]]] = []
+        sessions: list[SessionRow] = []
 
         def attempt() -> WriteOutcome:
             try:
                 with self.store.write() as tx:
-                    self._writable(tx, principal, session_id, lease_id, key, fingerprint)
+                    sessions[:] = [self._writable(tx, principal, session_id, lease_id, key, fingerprint)[0]]
                     claimed = tx.claim_turn_write(session_id, turn_id, len(inputs), finish=status is not None)
                     if claimed is None:
                         raise TurnInProgress(f"session {session_id} already has a running turn")
@@ -180,7 +182,7 @@ class TurnWritesService(ChapterService):
                             tx.insert_records(rows)
                         result["records"] = steps.record_views(rows, [item["content"] for item in inputs])
                     if not (self.store.split and rows):  # two stores: once the records store took them
-                        self._clear_pending_on_success(tx, session_id, status)
+                        self._clear_pending_on_success(tx, sessions[0], status)
                     self._remember(tx, principal, key, fingerprint, session_id, 201, result)
                     written[:] = [(turn_id, turn_index, first, child_count, rows)]
             except IntegrityError as exc:
@@ -199,7 +201,7 @@ class TurnWritesService(ChapterService):
             self._write_records_or_undo(principal, key, session_id, *written[0])
             if status == "completed":  # the turn stands only now: a refused records write took it back
                 with self.store.write() as tx:
-                    self._clear_pending_on_success(tx, session_id, status)
+                    self._clear_pending_on_success(tx, sessions[0], status)
         return outcome
 
     def _write_records_or_undo(
@@ -258,10 +260,10 @@ class TurnWritesService(ChapterService):
         def attempt() -> WriteOutcome:
             finished_at = timestamp(utcnow())
             with self.store.write() as tx:
-                self._writable(tx, principal, session_id, lease_id, key, fingerprint)
+                session, _ = self._writable(tx, principal, session_id, lease_id, key, fingerprint)
                 turn = steps.require_running(steps.own_turn(tx, session_id, turn_id))
                 result = views.turn(steps.close_turn(tx, turn, body["status"], finished_at))
-                self._clear_pending_on_success(tx, session_id, body["status"])
+                self._clear_pending_on_success(tx, session, body["status"])
                 self._remember(tx, principal, key, fingerprint, session_id, 200, result)
             return WriteOutcome(200, result, False)
 

@@ -176,5 +176,6 @@ def capability_missing_row(ctx: CheckContext) -> None:
         response = ctx.alice.request(method, template.format(sid=unknown), headers={"Requires-Capabilities": lacking})
         first_row(ctx, f"{operation_id} naming a missing capability, of an unknown session, without a body", response, 412,
                   "capability-missing")
-        missing = (response.json() or {}).get("missing_capabilities") if response.status == 412 else [lacking]
+        body = response.json() if response.status == 412 else {"missing_capabilities": [lacking]}
+        missing = body.get("missing_capabilities") if isinstance(body, dict) else body
         ctx.expect(missing == [lacking], f"{operation_id}: missing_capabilities is {missing!r}, expected [{lacking!r}]")
