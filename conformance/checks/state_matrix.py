@@ -280,3 +280,13 @@ def legacy_imports(ctx: CheckContext) -> None:
 @check(*requirements_of("patch"), title="Session patch: name given, null and empty, against absent, null, empty and a value", needs=("session-patch",))
 def patch_three_state(ctx: CheckContext) -> None:
     run_table(ctx, "patch", {"owner": ctx.alice})
+
+
+@check(*requirements_of("lease_suspend"), title="Writer lease held and released, against suspend, recover, abandon and inputs", needs=("writer-lease", "suspend"))
+def leases_and_suspended_turns(ctx: CheckContext) -> None:
+    run_table(ctx, "lease_suspend", {"owner": ctx.alice})
+
+
+@check(*requirements_of("lease_import"), title="Writer lease held and released, against continuing a legacy import", needs=("writer-lease", "legacy-import"))
+def leases_and_imports(ctx: CheckContext) -> None:
+    run_table(ctx, "lease_import", {"owner": ctx.alice})
