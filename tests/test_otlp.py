@@ -75,7 +75,7 @@ def receiver() -> Any:
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_spans_are_grouped_by_trace_and_counted_without_transaction_control(receiver: otlp.Receiver, compress: bool) -> None:
-    mine, other, parent = "1" * 32, "2" * 32, "00000000000000bb"
+    mine, other, parent = secrets.token_hex(16), secrets.token_hex(16), "00000000000000bb"
     answer = export(receiver, [*request_spans(mine, parent), span(other, "0" * 16, CLIENT, "SELECT", db__system="sqlite")], compress)
     assert answer.status_code == 200
     assert ExportTraceServiceResponse.FromString(answer.content) == ExportTraceServiceResponse()
@@ -93,7 +93,7 @@ def test_the_receiver_refuses_what_is_not_an_otlp_protobuf_export(receiver: otlp
 
 
 def test_the_wait_is_bounded_and_ends_when_the_server_span_arrives(receiver: otlp.Receiver) -> None:
-    trace_id, parent = "3" * 32, "00000000000000cc"
+    trace_id, parent = secrets.token_hex(16), "00000000000000cc"
     late = threading.Timer(0.3, lambda: export(receiver, request_spans(trace_id, parent)))
     late.start()
     started = time.monotonic()
@@ -101,7 +101,7 @@ def test_the_wait_is_bounded_and_ends_when_the_server_span_arrives(receiver: otl
     assert trace is not None and len(trace.round_trips) == 2
     assert 0.25 <= time.monotonic() - started < 30  # ended by the server span, not by the quiet period
     started = time.monotonic()
-    assert receiver.trace("4" * 32, parent, wait_s=0.4) is None  # never arrives: None once the bound passes
+    assert receiver.trace(secrets.token_hex(16), parent, wait_s=0.4) is None  # never arrives: None once the bound passes
     assert 0.35 <= time.monotonic() - started < 30
     late.join()
 
@@ -129,24 +129,26 @@ def run_with(receiver: otlp.Receiver, *capabilities: str) -> FakeRun:
 
 def test_a_request_whose_trace_never_arrives_is_not_verified(receiver: otlp.Receiver) -> None:
     run = run_with(receiver, otlp.TRACE_CAPABILITY)
-    with pytest.raises(NotVerified, match=r"GET http://target/sessions/s-1/transcript: no span of its trace 5{32}"):
-        counts.round_trips(run, answered("5" * 32, "00000000000000dd"))
-    export(receiver, [span("6" * 32, "0" * 16, INTERNAL, "handler")])  # arrives, but shows nothing countable
+    never, internal = secrets.token_hex(16), secrets.token_hex(16)
+    with pytest.raises(NotVerified, match=f"GET http://target/sessions/s-1/transcript: no span of its trace {never}"):
+        counts.round_trips(run, answered(never, "00000000000000dd"))
+    export(receiver, [span(internal, "0" * 16, INTERNAL, "handler")])  # arrives, but shows nothing countable
     with pytest.raises(NotVerified, match="no server span for the suite's request and no database client span"):
-        counts.round_trips(run, answered("6" * 32, "00000000000000dd"))
+        counts.round_trips(run, answered(internal, "00000000000000dd"))
     assert counts.sources(run.capabilities, load(overrides={"target": "http://t", "tokens": ["a", "b"]}, environ={})) == ()
 
 
 def test_spans_count_and_agree_with_the_header_or_fail_the_agreement_rule(receiver: otlp.Receiver) -> None:
     parent = "00000000000000ee"
-    export(receiver, request_spans("7" * 32, parent) + request_spans("8" * 32, parent))
+    agreeing, hiding = secrets.token_hex(16), secrets.token_hex(16)
+    export(receiver, request_spans(agreeing, parent) + request_spans(hiding, parent))
     spans_only = run_with(receiver, otlp.TRACE_CAPABILITY)
-    assert counts.round_trips(spans_only, answered("7" * 32, parent)) == 2
+    assert counts.round_trips(spans_only, answered(agreeing, parent)) == 2
     assert spans_only.details[counts.DETAILS_KEY][0]["source"] == "spans"
     both = run_with(receiver, otlp.TRACE_CAPABILITY, counts.QUERY_COUNT)
-    assert counts.round_trips(both, answered("7" * 32, parent, header=2)) == 2
+    assert counts.round_trips(both, answered(agreeing, parent, header=2)) == 2
     with pytest.raises(CheckFailed) as failure:
-        counts.round_trips(both, answered("8" * 32, parent, header=3))
+        counts.round_trips(both, answered(hiding, parent, header=3))
     assert failure.value.requirements == [counts.AGREEMENT]
     assert "Storage-Round-Trips: 3" in failure.value.message and "2 database round trip span(s)" in failure.value.message
     assert "SELECT app: /* app */ SELECT * FROM sessions" in failure.value.message
