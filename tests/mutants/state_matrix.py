@@ -2,7 +2,8 @@
 
 Each breaks a rule in one state only, where a check that follows one path through the machine may
 never look: an expired lease's id still writes, a released lease renews, a finished turn finishes
-again, a suspended turn finishes, an empty string in a patch clears.
+again, a suspended turn finishes, a recover ignores the held lease, an empty string in a patch
+clears.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from reference_impl.services.access import Access
 from reference_impl.services.common import timestamp, utcnow
 from reference_impl.services.leases import LeasesService
 from reference_impl.services.sessions import SessionsService
+from reference_impl.services.suspend import SuspendService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store.rows import LeaseRow, TurnRow
@@ -94,6 +96,19 @@ def suspended_turn_finishes(settings: Settings) -> ASGIApp:
         return views.turn(replace(turn, status=status, finished_at=now, end_record_index=end))
 
     return finish_also_when(settings, ("suspended",), close)
+
+
+@mutant("SUSPEND-WRITE-001", select=("state_matrix.leases_and_suspended_turns",),
+        description="Recovering a suspended turn ignores the writer lease held on its session (suspending respects it)")
+def recover_ignores_the_lease(settings: Settings) -> ASGIApp:
+    class Service(SuspendService):
+        def recover(self, principal: str, session_id: str, turn_id: str, lease_id: str | None = None) -> dict[str, Any]:
+            with self.store.read() as tx:
+                found = tx.session_for_write(session_id)
+            held = found[1] if found else None
+            return super().recover(principal, session_id, turn_id, held.lease_id if held is not None else lease_id)
+
+    return app_with_service(settings, Service)
 
 
 @mutant("SESS-PATCH-001", select=("state_matrix.patch_three_state",),
