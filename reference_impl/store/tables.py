@@ -72,18 +72,20 @@ turns = Table(
     Index("uq_turns_session_index", "session_id", "turn_index", unique=True),
 )
 
+# Keyed by position, the order every read takes; on SQLite the rows live in the key's b-tree
+# (records_key.py). `record_id` is a server-made uuid that no statement looks up.
 records = Table(
     "records",
     metadata,
-    Column("record_id", String(64), primary_key=True),
-    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
-    Column("record_index", Integer, nullable=False),
+    Column("record_id", String(64), nullable=False),
+    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("record_index", Integer, primary_key=True, autoincrement=False),
     Column("turn_id", ID, nullable=False),
     Column("turn_index", Integer, nullable=False),
     Column("record_type", String(64), nullable=False),
     Column("content", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
-    Index("uq_records_session_index", "session_id", "record_index", unique=True),
+    sqlite_with_rowid=False,
 )
 
 idempotency_keys = Table(
