@@ -1,7 +1,8 @@
 """What a check gets: clients for each principal, the capabilities, ids and setup helpers.
 
 Setup helpers assert as they go: when the target fails a setup step, the check fails citing the
-requirement that step relies on, instead of failing later for a confusing reason.
+requirement that step relies on, instead of failing later for a confusing reason. Each is marked
+`@setup_step(RULE)` with the rules it may cite (registry.py says what a check may cite).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from conformance import timing
 from conformance.client import ApiClient
 from conformance.config import Config
 from conformance.errors import CheckFailed, Unsupported
+from conformance.registry import setup_step
 from conformance.response import _MISSING, Response, describe
 
 MAX_WALK_PAGES = 10_000
@@ -71,6 +73,7 @@ class CheckContext:
             )
         return [self.clients[self.roles[role]] for role in roles]
 
+    @setup_step("AUTH-PRINCIPAL-001")
     def principal_id(self, client: ApiClient) -> str:
         """The principal id the target knows a client by (`GET /me`, capability `sharing`)."""
         if id(client) not in self._principal_ids:
@@ -136,6 +139,7 @@ class CheckContext:
                 )
 
     # ---------------------------------------------------------------- setup helpers
+    @setup_step("SESS-CREATE-001")
     def create_session(self, client: ApiClient | None = None, **fields: Any) -> dict[str, Any]:
         client = client or self.alice
         fields.setdefault("session_id", self.new_id("s"))
@@ -147,10 +151,15 @@ class CheckContext:
         self, session_id: str, role: str = "user", client: ApiClient | None = None, **fields: Any
     ) -> dict[str, Any]:
         client = client or self.alice
-        response = client.post(f"/sessions/{session_id}/turns", json={"role": role, **fields})
-        self.expect_status(response, 201, None, "SESS-TURN-001")
-        return response.json()
+        return self.started(client.post(f"/sessions/{session_id}/turns", json={"role": role, **fields}))
 
+    @setup_step("SESS-TURN-001")
+    def started(self, response: Response) -> dict[str, Any]:
+        """The answer of a turn start that must succeed: a set-up step, whoever sent it."""
+        self.expect_status(response, 201, None, "SESS-TURN-001")
+        return response.json()  # type: ignore[no-any-return]
+
+    @setup_step("SESS-RECORD-APPEND-001")
     def append(
         self,
         session_id: str,
@@ -174,6 +183,7 @@ class CheckContext:
             written.extend(self.ok(response, 201, "SESS-RECORD-APPEND-001")["records"])
         return written
 
+    @setup_step("SESS-TURN-FINISH-001")
     def finish(
         self, session_id: str, turn_id: str, status: str = "completed", client: ApiClient | None = None
     ) -> dict[str, Any]:
@@ -233,10 +243,15 @@ class CheckContext:
         return client.post(f"/sessions/{source_id}/fork", json=body, headers=headers)
 
     def fork_ok(self, source_id: str, cut: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
-        response = self.fork(source_id, cut, **kwargs)
-        self.expect_status(response, 201, None, "FORK-CREATE-001")
-        return response.json()
+        return self.forked(self.fork(source_id, cut, **kwargs))
 
+    @setup_step("FORK-CREATE-001")
+    def forked(self, response: Response) -> dict[str, Any]:
+        """The answer of a fork that must succeed: a set-up step, whoever sent the fork."""
+        self.expect_status(response, 201, None, "FORK-CREATE-001")
+        return response.json()  # type: ignore[no-any-return]
+
+    @setup_step("XS-EFFECTIVE-001", "XS-ROOT-001", "XS-PAGE-001")
     def walk(
         self,
         session_id: str,

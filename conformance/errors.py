@@ -22,6 +22,9 @@ class CheckFailed(AssertionError):
         # True when the answer also defeats the check's own requirements: a 5xx, an undeclared
         # status or the wrong problem type is never what the check's rule asks for.
         self.also_check = also_check
+        # The rules of the marked setup steps (registry.setup_step) this failure was raised through:
+        # a check may cite them without declaring them.
+        self.setup_rules: frozenset[str] = frozenset()
 
 
 class Unsupported(Exception):

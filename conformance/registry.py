@@ -1,11 +1,28 @@
-"""The catalogue of checks: each names the requirement IDs it verifies."""
+"""The catalogue of checks: each names the requirement IDs it verifies, and fails only those.
+
+A check's failure may cite
+(a) the requirements the check declares in `@check(...)`;
+(b) the cross-cutting rules of `CROSS_CUTTING`: what every answer is held to (checked on every
+    response the suite reads: no 5xx, problem+json, the problem type, the declared schema, and the
+    diagnostic headers of an advertised diagnostics capability), and the capability document every
+    check plans and sizes its requests from;
+(c) the rule of a set-up step, only when raised inside a helper marked `@setup_step(RULE)`: creating
+    the session a check needs fails SESS-CREATE-001, not the rule under test. A step cites only
+    the rules it is marked with, so a check cannot cite an arbitrary rule through it.
+Anything else is a defect of the suite, not of the target: the run reports that check as `error`
+("suite defect: ..."), never as a failure (`undeclared`). tests/test_registry_enforcement.py holds
+every check to this statically, from its source.
+"""
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from conformance.errors import CheckFailed
 
 if TYPE_CHECKING:
     from conformance.context import CheckContext
@@ -99,3 +116,47 @@ def select(checks: list[Check], patterns: tuple[str, ...]) -> list[Check]:
             for p in patterns
         )
     ]
+
+
+# (b) The rules a check may cite whatever it declares, each with why every check is held to it.
+CROSS_CUTTING: dict[str, str] = {
+    "ERR-NO-5XX-001": "no answer is a 5xx because of what its request holds",
+    "ERR-PROBLEM-001": "every error answer is problem+json",
+    "ERR-TYPE-001": "a problem's type, and its status, are the ones problem-types.yaml assigns",
+    "ERR-SCHEMA-001": "every answer matches the schema its operation declares for its status",
+    "CAP-DOC-001": "the capability document holds the limits a check sizes its requests from",
+    "CAP-LIMITS-001": "every advertised limit is at least its minimum, so a check can size itself",
+    "DIAG-HEADER-001": "with diagnostics.query-count, every answer carries Storage-Round-Trips",
+    "DIAG-WRITES-001": "with diagnostics.write-count, every answer carries Storage-Items-Written",
+    "DIAG-BYTES-001": "with diagnostics.write-count, every answer carries Storage-Bytes-Written",
+    "DIAG-RECORDS-001": "with diagnostics.records-examined, every answer carries Storage-Records-Examined",
+}
+
+Step = TypeVar("Step", bound=Callable[..., Any])
+
+
+def setup_step(*rules: str) -> Callable[[Step], Step]:
+    """(c) Mark a helper as a set-up step that relies on `rules`: a failure raised inside it may cite
+    them, whichever check called it."""
+    if not rules:
+        raise ValueError("a set-up step must name the rule it relies on")
+
+    def mark(func: Step) -> Step:
+        @functools.wraps(func)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except CheckFailed as failure:
+                failure.setup_rules = failure.setup_rules | frozenset(rules)
+                raise
+
+        step.setup_rules = frozenset(rules)  # type: ignore[attr-defined]
+        return step  # type: ignore[return-value]
+
+    return mark
+
+
+def undeclared(item: Check, failure: CheckFailed) -> list[str]:
+    """The rules a failure cites that its check may not cite: a suite defect, never the target's."""
+    allowed = {*item.requirements, *CROSS_CUTTING, *failure.setup_rules}
+    return [rule for rule in failure.requirements if rule not in allowed]

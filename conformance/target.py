@@ -21,7 +21,7 @@ from conformance.context import CheckContext
 from conformance.curl import exchange_from_schemathesis, scrub, to_script, token_variables
 from conformance.errors import CheckFailed, NotVerified, TargetUnreachable, Unsupported
 from conformance.profiles import Claim, Scope, resolve_claim
-from conformance.registry import Check
+from conformance.registry import Check, undeclared
 from conformance.results import CheckResult, Cleanup, Exchange, Outcome
 
 LEVEL_RANK = {"MUST": 3, "SHOULD": 2, "MAY": 1}
@@ -146,6 +146,15 @@ class Target:
             with _capture_generated(self.generated, self.variables):
                 item.func(context)
         except CheckFailed as failure:
+            stray = undeclared(item, failure)
+            if stray:  # the check cited a rule it does not verify: the suite's defect, not the target's
+                message = (
+                    f"suite defect: check {item.name} failed citing {', '.join(stray)}, which it does not declare: "
+                    f"{scrub(failure.message, self.variables)}"
+                )
+                result = check_result(item, self.catalogue, Outcome.ERROR, message, **extra)
+                result.exchange = failure.exchange or self.recorder.last
+                return self._finish(result, context, started)
             violated = failure.requirements or list(item.requirements)
             if failure.also_check:
                 violated = list(dict.fromkeys([*violated, *item.requirements]))
@@ -182,6 +191,10 @@ class Target:
             result = check_result(item, self.catalogue, Outcome.PASS, "", **extra)
         finally:
             self.created.scan([*self.recorder.exchanges, *self.generated])
+        return self._finish(result, context, started)
+
+    @staticmethod
+    def _finish(result: CheckResult, context: CheckContext, started: float) -> CheckResult:
         result.details = dict(context.details)
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return result

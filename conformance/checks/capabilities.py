@@ -36,12 +36,7 @@ def discovery_document(ctx: CheckContext) -> None:
     ctx.expect(not errors, f"the capability document breaks capabilities.json: {errors[0].message if errors else ''}", "CAP-DOC-001")
     major = document["spec_version"].split(".")[0]
     ctx.expect(major == "1", f"spec_version {document['spec_version']} is not a 1.x version", "CAP-VERSION-001")
-    limits = document["limits"]
-    ctx.expect(
-        limits["default_page_size"] <= limits["max_page_size"],
-        "default_page_size exceeds max_page_size",
-        "CAP-DOC-001",
-    )
+    limits = document["limits"]  # their values are CAP-LIMITS-001's (capabilities.minimum_limits)
     if "writer-lease" in document["capabilities"]:
         ctx.expect(
             isinstance(limits.get("max_lease_seconds"), int),

@@ -16,7 +16,7 @@ from conformance.checks.vectors import CaseRun
 from conformance.client import Response, describe
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 EXPORT = "transcript-export"
 POSITIONS = "turn-by-position"
@@ -29,6 +29,7 @@ MINIMUM_EXPORT_RECORDS = 1000  # EXPORT-LIMIT-001
 BAD_POSITIONS = ("0", "00", "01", "-1", "+1", "1.0", "1e1", "abc", "%20", "1234567890123456", "9" * 40)
 
 
+@setup_step("EXPORT-LIMIT-001")
 def export_limit(ctx: CheckContext) -> int:
     value = ctx.limits.get("max_export_records")
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -44,7 +45,11 @@ def field(ctx: CheckContext, response: Response, body: Any, name: str, kind: typ
     return value
 
 
-def export(ctx: CheckContext, sid: str, client: Any = None, requirement: str = "EXPORT-READ-001") -> tuple[Response, dict[str, Any]]:
+@setup_step("EXPORT-READ-001")
+def export(
+    ctx: CheckContext, sid: str, client: Any = None, requirement: str = "EXPORT-READ-001", records: int | None = None
+) -> tuple[Response, dict[str, Any]]:
+    """An export that must answer 200 with its lists (and, given `records`, that many records)."""
     response = (client or ctx.alice).get(f"/sessions/{sid}/export")
     ctx.expect_status(response, 200, None, requirement)
     body = response.json()
@@ -52,6 +57,8 @@ def export(ctx: CheckContext, sid: str, client: Any = None, requirement: str = "
         field(ctx, response, body, name, list)
     for name in ("turn_count", "record_count"):
         field(ctx, response, body, name, int)
+    ctx.expect(records is None or len(body["records"]) == records,
+               f"the export of {sid} returned {len(body['records'])} records, expected {records}", "EXPORT-READ-001")
     return response, body
 
 
@@ -140,7 +147,8 @@ def export_needs_every_ancestor(ctx: CheckContext) -> None:
     export(ctx, fam.ids["C"], client=carol)
 
 
-@check("EXPORT-TOO-LARGE-001", title="Exports of max_export_records - 1 and max_export_records records succeed; one more answers 409",
+@check("EXPORT-TOO-LARGE-001", "EXPORT-COST-001",
+       title="Exports of max_export_records - 1 and max_export_records records succeed; one more answers 409; with counts, each costs at most 3",
        needs=(EXPORT,))
 def limit_edges(ctx: CheckContext) -> None:
     limit = export_limit(ctx)
@@ -171,7 +179,7 @@ def limit_edges(ctx: CheckContext) -> None:
     if ctx.has(RECORDS_EXAMINED):
         examined["limit + 1 (refused)"] = (records_examined(refused), 0)
     page = ctx.alice.get(f"/sessions/{grandchild}/transcript")
-    ctx.expect_status(page, 200, None, "XS-EFFECTIVE-001")
+    ctx.expect_status(page, 200, None, "EXPORT-TOO-LARGE-001")
     ctx.expect(
         all(cost <= EXPORT_ROUND_TRIPS for cost in costs.values()),
         f"exports near max_export_records ({limit}) cost {costs} round trips; at most {EXPORT_ROUND_TRIPS}",
@@ -194,10 +202,7 @@ def export_cost_by_depth(ctx: CheckContext) -> None:
     costs: dict[int, int] = {}
     over_examined: dict[int, tuple[int, int]] = {}
     for depth in sorted({*DEPTHS, maximum}):
-        response, body = export(ctx, ids[depth])
-        expected = 3 * (depth + 1) + (3 if depth < maximum else 0)
-        ctx.expect(len(body["records"]) == expected, f"the export at depth {depth} returned {len(body['records'])} records, "
-                   f"expected {expected}", "EXPORT-READ-001")
+        response, body = export(ctx, ids[depth], records=3 * (depth + 1) + (3 if depth < maximum else 0))
         costs[depth] = round_trips(ctx, response, f"depth {depth} export")
         if ctx.has(RECORDS_EXAMINED):
             count = records_examined(response)
@@ -214,6 +219,15 @@ def turn_at(ctx: CheckContext, sid: str, position: int | str, client: Any = None
     return (client or ctx.alice).get(f"/sessions/{sid}/effective-turns/{position}")
 
 
+@setup_step("TURN-POS-RANGE-001")
+def beyond_end(ctx: CheckContext, sid: str, position: int) -> Response:
+    """A read of a position above E(S), which must answer 404 (a set-up step of the cost check)."""
+    beyond = turn_at(ctx, sid, position)
+    ctx.expect_status(beyond, 404, "not-found", "TURN-POS-RANGE-001")
+    return beyond
+
+
+@setup_step("TURN-POS-READ-001")
 def turn_body(ctx: CheckContext, response: Response) -> dict[str, Any]:
     ctx.expect_status(response, 200, None, "TURN-POS-READ-001")
     body = response.json()
@@ -329,8 +343,7 @@ def turn_at_cost(ctx: CheckContext) -> None:
                 count = records_examined(response)
                 if count > len(body["records"]) + EXAMINED_ALLOWANCE:
                     examined.append(f"depth {depth} position {position}: {count} examined for {len(body['records'])}")
-        beyond = turn_at(ctx, sid, total + 1)
-        ctx.expect_status(beyond, 404, "not-found", "TURN-POS-RANGE-001")
+        beyond = beyond_end(ctx, sid, total + 1)
         if round_trips(ctx, beyond, f"depth {depth} position {total + 1} (404)") > TURN_ROUND_TRIPS:
             over.append(f"depth {depth} position {total + 1} (404): {round_trips(ctx, beyond)}")
     ctx.expect(not over, f"reads of a turn by position cost more than {TURN_ROUND_TRIPS} round trips: {over[:6]}")

@@ -21,7 +21,7 @@ from conformance.checks.contention import rounds
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 CAPABILITY = "legacy-import"
 NEEDS = (CAPABILITY,)
@@ -96,6 +96,18 @@ def upload(ctx: CheckContext, data: bytes | Iterator[bytes], client: ApiClient |
     return (client or ctx.alice).post("/imports", content=data, headers={"Content-Type": MEDIA_TYPE, **(headers or {})})
 
 
+@setup_step("IMPORT-FORMAT-001")
+def imported(ctx: CheckContext, data: bytes, client: ApiClient | None = None) -> dict[str, Any]:
+    """The summary of a first import of a history, which must answer 201 (a set-up step)."""
+    return ctx.ok(upload(ctx, data, client), 201, "IMPORT-FORMAT-001")  # type: ignore[no-any-return]
+
+
+@setup_step("IMPORT-IDEMPOTENT-001")
+def reimported(ctx: CheckContext, data: bytes) -> dict[str, Any]:
+    """The summary of a history imported completely before, which must answer 200 (a set-up step)."""
+    return ctx.ok(upload(ctx, data), 200, "IMPORT-IDEMPOTENT-001")  # type: ignore[no-any-return]
+
+
 def own_turns(ctx: CheckContext, sid: str) -> list[list[tuple[str, Any]]]:
     """The session's own records grouped by turn, in order."""
     turns: list[list[tuple[str, Any]]] = []
@@ -143,7 +155,7 @@ def import_vector(ctx: CheckContext, name: str, ids: dict[str, str], *reqs: str)
     parent = expected.get("parent")
     if parent is not None:
         parent_data, _ = build(ctx, parent, ids)
-        ctx.ok(upload(ctx, parent_data), 201, "IMPORT-FORK-001")
+        imported(ctx, parent_data)
     return expect_outcome(ctx, name, upload(ctx, data), expected, *reqs)
 
 
@@ -178,8 +190,7 @@ def forked_pair(ctx: CheckContext) -> None:
     body = import_vector(ctx, "forked-child", ids, "IMPORT-FORK-001")
     assert body is not None
     parent_key = ids["vec-fork-parent"]
-    replay_parent = upload(ctx, build(ctx, "forked-parent", ids)[0])
-    parent_sid = ctx.ok(replay_parent, 200, "IMPORT-IDEMPOTENT-001")["session_id"]
+    parent_sid = reimported(ctx, build(ctx, "forked-parent", ids)[0])["session_id"]
     ctx.expect(body.get("parent_session_id") == parent_sid, f"the child names parent {body.get('parent_session_id')}, the parent was imported as {parent_sid}")
     session = ctx.ok(ctx.alice.get(f"/sessions/{body['session_id']}"), 200)
     lineage = session.get("lineage") or {}
@@ -200,7 +211,7 @@ def forked_pair(ctx: CheckContext) -> None:
 def same_file_twice(ctx: CheckContext) -> None:
     ids = fresh_ids(ctx)
     data, expected = build(ctx, "valid", ids)
-    first = ctx.ok(upload(ctx, data), 201, "IMPORT-FORMAT-001")
+    first = imported(ctx, data)
     before = ctx.walk(first["session_id"], "records")
     second = upload(ctx, data)
     ctx.expect_status(second, 200)
@@ -218,7 +229,7 @@ def same_file_twice(ctx: CheckContext) -> None:
         isinstance(first.get("fingerprint"), str) and first["fingerprint"].startswith(f"{size}:"),
         f"the fingerprint {first.get('fingerprint')} does not start with the file's size {size}",
     )
-    other = ctx.ok(upload(ctx, data, client=ctx.bob), 201, "IMPORT-FORMAT-001")
+    other = imported(ctx, data, ctx.bob)
     ctx.expect(other["session_id"] != first["session_id"], "another principal's import of the same file answered the first principal's session")
 
 
@@ -234,7 +245,7 @@ def resume_after_interruption(ctx: CheckContext) -> None:
     data, expected = build(ctx, "valid", ids)
     lines = split_lines(data)
     prefix = b"".join(lines[:3])  # the history as it was when its first turn ended (lines 1 to 3)
-    part = ctx.ok(upload(ctx, prefix), 201, "IMPORT-FORMAT-001")
+    part = imported(ctx, prefix)
     sid = part["session_id"]
     whole = upload(ctx, data)
     ctx.expect_status(whole, 200)
@@ -308,7 +319,7 @@ def import_respects_lease(ctx: CheckContext) -> None:
 
     data, expected = build(ctx, "valid", fresh_ids(ctx))
     lines = split_lines(data)
-    part = ctx.ok(upload(ctx, b"".join(lines[:3])), 201, "IMPORT-FORMAT-001")
+    part = imported(ctx, b"".join(lines[:3]))
     sid = part["session_id"]
     lease = held_lease(ctx, sid)
     before = ctx.walk(sid, "records")

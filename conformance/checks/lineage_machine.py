@@ -163,8 +163,7 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             if isinstance(expected, str):
                 ctx.expect_status(response, KIND_STATUS[expected], expected)
                 return multiple()
-            ctx.expect_status(response, 201, None, "FORK-CREATE-001")
-            body = response.json()
+            body = ctx.forked(response)
             ctx.expect(
                 body["lineage"]["inherited_turn_count"] == len(expected),
                 f"fork of {source} with cut {cut}: inherited {body['lineage']['inherited_turn_count']} turns, "

@@ -8,16 +8,17 @@ from conformance.checks.contention import rounds
 from conformance.checks.diagnostics import CAPABILITY as QUERY_COUNT
 from conformance.checks.diagnostics import TRANSCRIPT_PAGE_BOUND
 from conformance.counts import round_trips
-from conformance.checks.leases import held_lease
+from conformance.checks.leases import held_lease, release_held
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 REVERT = "revert"
 DEPTHS = (0, 1, 5)
 
 
+@setup_step("REVERT-ETAG-001")
 def etag_of(ctx: CheckContext, sid: str, client: ApiClient | None = None) -> str:
     response = (client or ctx.alice).get(f"/sessions/{sid}")
     ctx.expect_status(response, 200)
@@ -35,10 +36,30 @@ def revert(ctx: CheckContext, sid: str, turn_id: str, if_match: str | None, clie
     return (client or ctx.alice).post(f"/sessions/{sid}/revert", json={"turn_id": turn_id}, headers=sent or None)
 
 
-def revert_ok(ctx: CheckContext, sid: str, turn_id: str, client: ApiClient | None = None) -> dict[str, Any]:
-    response = revert(ctx, sid, turn_id, etag_of(ctx, sid, client), client)
+@setup_step("REVERT-001")
+def reverted(ctx: CheckContext, response: Response) -> dict[str, Any]:
+    """The answer of a revert that must succeed (a set-up step of the checks that revert)."""
     ctx.expect_status(response, 200, None, "REVERT-001")
-    return response.json()
+    return response.json()  # type: ignore[no-any-return]
+
+
+def revert_ok(ctx: CheckContext, sid: str, turn_id: str, client: ApiClient | None = None) -> dict[str, Any]:
+    return reverted(ctx, revert(ctx, sid, turn_id, etag_of(ctx, sid, client), client))
+
+
+@setup_step("SESS-PATCH-001")
+def patched(ctx: CheckContext, response: Response) -> dict[str, Any]:
+    """The answer of a session patch that must succeed (a set-up step of the checks that patch)."""
+    ctx.expect_status(response, 200, None, "SESS-PATCH-001")
+    return response.json()  # type: ignore[no-any-return]
+
+
+@setup_step("REVERT-KEEP-001")
+def reverts_of(ctx: CheckContext, sid: str, client: ApiClient | None = None) -> list[dict[str, Any]]:
+    """The reverts a session lists (a set-up step: anything but 200 fails REVERT-KEEP-001)."""
+    listed = (client or ctx.alice).get(f"/sessions/{sid}/reverts")
+    ctx.expect_status(listed, 200, None, "REVERT-KEEP-001")
+    return listed.json()["reverts"]  # type: ignore[no-any-return]
 
 
 def ranges(revert_view: dict[str, Any]) -> list[tuple[int, int]]:
@@ -83,22 +104,19 @@ def etag_follows_changes(ctx: CheckContext) -> None:
     ctx.fork_ok(sid, {"mode": "latest"})
     ctx.expect(tag("a fork of the session") == current, "forking the session changed its ETag")
     if ctx.has("writer-lease"):
-        lease = ctx.alice.post(f"/sessions/{sid}/lease", json={"ttl_seconds": 2})
-        ctx.expect_status(lease, 201, None, "LEASE-ACQUIRE-001")
-        released = ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease.json()["lease_id"]})
-        ctx.expect_status(released, 204, None, "LEASE-RELEASE-001")
+        release_held(ctx, sid, held_lease(ctx, sid, ttl=2)["lease_id"])
         ctx.expect(tag("a lease taken and released") == current, "a writer lease changed the session's ETag")
     second = ctx.start_turn(sid)
     ctx.finish(sid, second["turn_id"])
     changed("a second turn")
     answer = revert(ctx, sid, second["turn_id"], etag_of(ctx, sid))
-    ctx.expect_status(answer, 200, None, "REVERT-001")
+    reverted(ctx, answer)
     after_revert = changed("a revert")
     ctx.expect(answer.header("ETag") == after_revert, f"the revert answered ETag {answer.header('ETag')!r}, GET {after_revert}")
     if ctx.has("session-patch"):
-        patched = ctx.alice.request("PATCH", f"/sessions/{sid}", json={"name": "m"},
+        patch = ctx.alice.request("PATCH", f"/sessions/{sid}", json={"name": "m"},
                                     headers={"If-Match": after_revert, "Content-Type": "application/merge-patch+json"})
-        ctx.expect_status(patched, 200, None, "SESS-PATCH-001")
+        patched(ctx, patch)
         changed("a patch of the name")
 
 
@@ -196,9 +214,8 @@ def concurrent_reverts(ctx: CheckContext) -> None:
                 ctx.expect_status(answer, 412, "precondition-failed")
         won = [a for a in answers if a.status == 200]
         ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent reverts of {sid} with one If-Match succeeded")
-        listed = ctx.alice.get(f"/sessions/{sid}/reverts")
-        ctx.expect_status(listed, 200, None, "REVERT-KEEP-001")
-        ctx.expect(len(listed.json()["reverts"]) == 1, f"{len(listed.json()['reverts'])} reverts were recorded for one success")
+        listed = reverts_of(ctx, sid)
+        ctx.expect(len(listed) == 1, f"{len(listed)} reverts were recorded for one success")
 
     rounds(ctx, prepare, attempt, judge)
 
@@ -349,7 +366,7 @@ def reverted_transcript_cost(ctx: CheckContext) -> None:
         extra, _ = ctx.run_turn(sid, "user", 1)
         ctx.run_turn(sid, "assistant", 1)
         answer = revert(ctx, sid, extra["turn_id"], etag_of(ctx, sid))
-        ctx.expect_status(answer, 200, None, "REVERT-001")
+        reverted(ctx, answer)
         revert_costs.append(round_trips(ctx, answer, "revert"))
         if depth < maximum:
             ids.append(ctx.fork_ok(sid, {"mode": "latest"})["session"]["session_id"])
@@ -371,6 +388,6 @@ def reverted_transcript_cost(ctx: CheckContext) -> None:
     ctx.expect(round_trips(ctx, response, "page after 4 reverts") == baseline, f"after 4 reverts a page costs {round_trips(ctx, response)}, not {baseline}")
     big, big_turns, _ = ctx.conversation(6, records_per_turn=min(20, ctx.limits["max_records_per_append"]))
     answer = revert(ctx, big["session_id"], big_turns[3]["turn_id"], etag_of(ctx, big["session_id"]))
-    ctx.expect_status(answer, 200, None, "REVERT-001")
+    reverted(ctx, answer)
     revert_costs.append(round_trips(ctx, answer, "revert of a large source"))
     ctx.expect(len(set(revert_costs)) == 1, f"revert round trips as the chain grew, then on a larger session: {revert_costs}")

@@ -11,7 +11,7 @@ import spec
 from conformance.context import CheckContext
 from conformance.counts import require_counts, round_trips
 from conformance.errors import CheckFailed, Unsupported
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 _DEPRECATION = re.compile(r"^@(-?[0-9]{1,15})$")
 _LINK_DEPRECATION = re.compile(r'<([^>]*)>[^,]*;\s*rel="?([^";,]*\s)*deprecation(\s[^";,]*)*"?', re.IGNORECASE)
@@ -122,9 +122,9 @@ def replay_history_exactly_once(ctx: CheckContext) -> None:
         "the inherited context appears more than once (the replay history was stored as new records)",
     )
     if ctx.has("model-context"):  # the bounded model context: what the model is given for the next turn
-        response = ctx.alice.get(f"/sessions/{session}/context")
-        ctx.expect_status(response, 200, None, "CONTEXT-READ-001")
-        context = response.json()
+        from conformance.checks.context import context_of
+
+        context = context_of(ctx, session)
         in_context = [r["record_id"] for t in context["turns"] for r in t["records"]]
         twice = sorted({rid for rid in in_context if in_context.count(rid) > 1})
         ctx.expect(not twice, f"the model context holds records twice: {twice[:3]}")
@@ -199,11 +199,11 @@ def replay_history_cost_by_depth(ctx: CheckContext) -> None:
         session = ids[depth]
         preceding = ctx.walk(session)
         response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user", "replay_history": _replay(preceding)})
-        ctx.expect_status(response, 201, None, "REPLAY-MATCH-001")
+        _matched(ctx, response)
         with_replay[depth] = round_trips(ctx, response, f"depth {depth} with replay history")
         ctx.finish(session, response.json()["turn_id"])
         response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user"})
-        ctx.expect_status(response, 201, None, "SESS-TURN-001")
+        ctx.started(response)
         without[depth] = round_trips(ctx, response, f"depth {depth} without")
         ctx.finish(session, response.json()["turn_id"])
     ctx.expect(
@@ -213,6 +213,18 @@ def replay_history_cost_by_depth(ctx: CheckContext) -> None:
     over = {d: (with_replay[d], without[d]) for d in with_replay if with_replay[d] > without[d] + 3}
     ctx.expect(not over, f"replay history costs more than 3 extra round trips (with, without) by depth: {over}")
     ctx.details["replay_round_trips"] = {"with_replay_history": with_replay, "without": without}
+
+
+@setup_step("REPLAY-MATCH-001")
+def _matched(ctx: CheckContext, response: Any) -> None:
+    """A turn start with a replay history that matches, which must answer 201 (a set-up step)."""
+    ctx.expect_status(response, 201, None, "REPLAY-MATCH-001")
+
+
+@setup_step("REPLAY-CONFLICT-001")
+def _mismatched(ctx: CheckContext, response: Any) -> None:
+    """A turn start with a replay history that contradicts, which must answer 409 (a set-up step)."""
+    ctx.expect_status(response, 409, "replay-history-mismatch", "REPLAY-CONFLICT-001")
 
 
 def _deprecation(ctx: CheckContext, response: Any, what: str) -> None:
@@ -246,14 +258,14 @@ def replay_history_deprecated(ctx: CheckContext) -> None:
         raise Unsupported("the rule binds servers that list lineage; this one is a legacy server")
     session, preceding = _preceded_session(ctx)
     response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user", "replay_history": _replay(preceding)[:-1]})
-    ctx.expect_status(response, 409, "replay-history-mismatch", "REPLAY-CONFLICT-001")
+    _mismatched(ctx, response)
     _deprecation(ctx, response, "409 replay-history-mismatch")
     response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user", "replay_history": _replay(preceding)})
-    ctx.expect_status(response, 201, None, "REPLAY-MATCH-001")
+    _matched(ctx, response)
     _deprecation(ctx, response, "201 with a matching replay history")
     ctx.finish(session, response.json()["turn_id"])
     response = ctx.alice.post(f"/sessions/{session}/turns", json={"role": "user"})
-    ctx.expect_status(response, 201, None, "SESS-TURN-001")
+    ctx.started(response)
     ctx.expect(response.header("Deprecation") is None, "a turn start without replay_history carries Deprecation")
     ctx.finish(session, response.json()["turn_id"])
 
@@ -280,6 +292,7 @@ def lineage_client_sends_only_the_new_turn(ctx: CheckContext) -> None:
 
 
 # ---------------------------------------------------------------- pending rewind action
+@setup_step("REWIND-CREATE-001")
 def _rewound_child(ctx: CheckContext, rewind: dict[str, Any], target: str | None = None) -> str:
     source, _, _ = ctx.conversation(2)
     body: dict[str, Any] = {"cut": {"mode": "latest"}, "rewind": rewind}
@@ -290,10 +303,14 @@ def _rewound_child(ctx: CheckContext, rewind: dict[str, Any], target: str | None
     return response.json()["session"]["session_id"]
 
 
-def _action(ctx: CheckContext, session: str) -> dict[str, Any] | None:
+@setup_step("REWIND-CREATE-001")
+def _action(ctx: CheckContext, session: str, stored: bool = False) -> dict[str, Any] | None:
+    """The session's pending action (with `stored`, one the rewind must have stored)."""
     response = ctx.alice.get(f"/sessions/{session}/pending-action")
     ctx.expect_status(response, 200, None, "REWIND-CREATE-001")
-    return (response.json() or {}).get("pending_action")
+    action = (response.json() or {}).get("pending_action")
+    ctx.expect(action is not None or not stored, f"the rewind that made {session} stored no pending action", "REWIND-CREATE-001")
+    return action  # type: ignore[no-any-return]
 
 
 @check("REWIND-CREATE-001", title="A rewind stores its pending action: mode, restored draft, pending", needs=("rewind", "fork"))
@@ -318,7 +335,7 @@ def rewind_stores_pending_action(ctx: CheckContext) -> None:
     ctx.expect(_action(ctx, plain) is None, "a fork without rewind has a pending action")
     ctx.expect(_action(ctx, source["session_id"]) is None, "a root session has a pending action")
     response = ctx.bob.get(f"/sessions/{child}/pending-action")
-    ctx.expect_status(response, 404, "not-found", "AUTH-HIDE-001")
+    ctx.expect_status(response, 404, "not-found", "REWIND-CREATE-001")
     for broken in ({"mode": "edit"}, {"mode": "rerun", "draft": "x"}, {"mode": "undo"}):
         response = ctx.alice.post(f"/sessions/{source['session_id']}/fork", json={"cut": {"mode": "latest"}, "rewind": broken})
         ctx.expect_status(response, 422, "invalid-request")
@@ -370,9 +387,10 @@ def rewind_cleared_by_success_only(ctx: CheckContext) -> None:
 def rewind_gone_with_purge(ctx: CheckContext) -> None:
     target = ctx.new_id("rewound")
     child = _rewound_child(ctx, {"mode": "edit", "draft": "to be purged"}, target=target)
-    ctx.expect(_action(ctx, child) is not None, "the rewind stored no pending action", "REWIND-CREATE-001")
-    response = ctx.alice.post(f"/sessions/{child}/purge")
-    ctx.expect_status(response, 204, None, "DEL-PURGE-001")
+    _action(ctx, child, stored=True)
+    from conformance.checks.authorization.common import purge_session
+
+    purge_session(ctx, ctx.alice, child)
     ctx.create_session(session_id=child)
     action = _action(ctx, child)
     ctx.expect(action is None, f"a session created under a purged child's id has its pending action: {action!r}")

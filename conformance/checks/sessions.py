@@ -166,7 +166,7 @@ def concurrent_creates(ctx: CheckContext) -> None:
                 ctx.expect_status(answer, 409, "session-exists")
         won = [a for a in answers if a.status == 201]
         ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent POST /sessions with session_id {sid} answered 201")
-        stored = ctx.ok(ctx.alice.get(f"/sessions/{sid}"), 200, "SESS-CREATE-001")
+        stored = ctx.ok(ctx.alice.get(f"/sessions/{sid}"), 200)
         ctx.expect(
             stored["name"] == won[0].json()["name"],
             f"session {sid} was answered as {won[0].json()['name']!r} but is stored as {stored['name']!r}",

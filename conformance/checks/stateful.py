@@ -24,6 +24,19 @@ REQUIREMENTS = (
     "REVERT-EFFECTIVE-001",
     "REVERT-FORKS-001",
     "TURN-IDEM-001",
+    # What the model also decides, and the machine fails by name: refusals of reverts, and with
+    # `sharing` grants, revocations, deletions and the reads they change.
+    "FORK-CREATE-001",
+    "REVERT-001",
+    "REVERT-CAS-001",
+    "AUTH-HIDE-001",
+    "AUTH-LINEAGE-READ-001",
+    "AUTH-GRANT-001",
+    "AUTH-REVOKE-001",
+    "AUTH-REVOKE-CASCADE-001",
+    "DEL-SOFT-001",
+    "DEL-FORK-001",
+    "DEL-DESCENDANTS-001",
 )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from conformance.checks.refusals import expect_refused
 from conformance.context import CheckContext
 from conformance.model import LineageModel
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 RECORD_FIELDS = ("record_id", "session_id", "turn_id", "index", "type", "content")
 
@@ -137,20 +137,20 @@ def cursor_survives_growth(ctx: CheckContext) -> None:
     child = ctx.fork_ok(source["session_id"], {"mode": "latest"})["session"]["session_id"]
     _, own = ctx.run_turn(child, "user", 2)
     seen: list[dict[str, Any]] = []
-    page = ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 3}).json()
+    page = ctx.ok(ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 3}), 200)
     seen += page["records"]
     _, grown = ctx.run_turn(child, "assistant", 3)  # the session grows between pages
     ctx.run_turn(source["session_id"], "user", 2)  # so does the parent, after the cut
     cursor = page["next_cursor"]
     while True:
-        page = ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 3, "cursor": cursor}).json()
+        page = ctx.ok(ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 3, "cursor": cursor}), 200)
         seen += page["records"]
         cursor = page["next_cursor"]
         if not page["has_more"]:
             break
     ctx.expect(seen == inherited + own + grown, f"records lost or repeated: {ctx.keys(seen)}")
     _, later = ctx.run_turn(child, "user", 2)  # growth after the walk reached the end
-    page = ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 10, "cursor": cursor}).json()
+    page = ctx.ok(ctx.alice.get(f"/sessions/{child}/transcript", params={"limit": 10, "cursor": cursor}), 200)
     ctx.expect(page["records"] == later, f"after the end, the cursor returned {ctx.keys(page['records'])}")
 
 
@@ -167,6 +167,7 @@ def invalid_cursor(ctx: CheckContext) -> None:
         ctx.expect_status(response, 400, "invalid-cursor")
 
 
+@setup_step("XS-PAGE-001")
 def _first_cursor(ctx: CheckContext, session_id: str, kind: str) -> str:
     response = ctx.alice.get(f"/sessions/{session_id}/{kind}", params={"limit": 1})
     ctx.expect_status(response, 200, None, "XS-PAGE-001")

@@ -37,8 +37,8 @@ def _effective_segments(tx: Transaction, service: ChapterService, principal: str
 
 
 # ---------------------------------------------------------------- capabilities
-@mutant("CAP-DOC-001", select=("capabilities.discovery_document",),
-        description="The discovery document swaps max_page_size and default_page_size")
+@mutant("CAP-LIMITS-001", select=("capabilities.minimum_limits",),
+        description="The discovery document swaps max_page_size and default_page_size (default above max)")
 def page_size_limits_swapped(settings: Settings) -> ASGIApp:
     class Service(CapabilitiesService):
         def capabilities(self, spec_version: str) -> dict[str, Any]:

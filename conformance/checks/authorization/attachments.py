@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 
-from conformance.checks.authorization.common import fetch, turn_with_attachment, upload
+from conformance.checks.authorization.common import fetch, stored, turn_with_attachment, upload
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.registry import check
@@ -49,7 +49,7 @@ def attachment_upload_retries(ctx: CheckContext) -> None:
         return client.post(f"/sessions/{where}/attachments", content=body, headers={"Content-Type": "image/png", "Idempotency-Key": f'"{key}"'})
 
     first, again = send(ctx.alice, content), send(ctx.alice, content)
-    ctx.expect_status(first, 201, None, "ATT-STORE-001")
+    stored(ctx, first)
     ctx.expect_status(again, 201, None, "ATT-IDEMPOTENT-001")
     ctx.expect(
         again.json() == first.json() and again.header("Idempotency-Replayed") == "true" and first.header("Idempotency-Replayed") != "true",
@@ -73,7 +73,7 @@ def attachment_client_ids(ctx: CheckContext) -> None:
         return ctx.alice.request("PUT", f"/sessions/{where}/attachments/{chosen}", content=body, headers={"Content-Type": media_type})
 
     first, again = put(sid, content), put(sid, content)
-    ctx.expect_status(first, 201, None, "ATT-STORE-001")
+    stored(ctx, first)
     ctx.expect_status(again, 201, None, "ATT-ID-001")
     ctx.expect(again.json() == first.json() and again.header("Idempotency-Replayed") == "true", f"a repeated PUT answered {again.json()}", "ATT-ID-001")
     ctx.expect_status(put(sid, b"other content"), 409, "attachment-exists", "ATT-ID-001")
@@ -135,7 +135,7 @@ def attachment_inheritance(ctx: CheckContext) -> None:
     grandchild = ctx.fork_ok(children[1])["session"]["session_id"]
     ctx.expect(reach(grandchild) == cases[1][1], "a grandchild reaches what its parent inherited", "ATT-INHERIT-001")
     described = ctx.alice.post(f"/sessions/{grandchild}/attachments", content=b"x", headers={"Content-Type": "text/plain"})
-    ctx.expect_status(described, 201, None, "ATT-STORE-001")
+    stored(ctx, described)
     ctx.expect(described.json()["session_id"] == grandchild, "an attachment belongs to the session it is stored in", "ATT-INHERIT-001")
 
 

@@ -11,26 +11,44 @@ from typing import Any
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
+from conformance.registry import setup_step
 
 
+@setup_step("AUTH-GRANT-001")
 def grant(ctx: CheckContext, owner: ApiClient, sid: str, grantee: ApiClient, role: str = "reader") -> dict[str, Any]:
     response = owner.request("PUT", f"/sessions/{sid}/grants/{ctx.principal_id(grantee)}", json={"role": role})
     ctx.expect_status(response, 200, None, "AUTH-GRANT-001")
     return response.json()
 
 
+@setup_step("AUTH-REVOKE-001")
 def revoke(ctx: CheckContext, owner: ApiClient, sid: str, grantee: ApiClient) -> None:
     response = owner.request("DELETE", f"/sessions/{sid}/grants/{ctx.principal_id(grantee)}")
     ctx.expect_status(response, 204, None, "AUTH-REVOKE-001")
+
+
+@setup_step("DEL-SOFT-001")
+def delete_session(ctx: CheckContext, owner: ApiClient, sid: str) -> None:
+    ctx.expect_status(owner.request("DELETE", f"/sessions/{sid}"), 204, None, "DEL-SOFT-001")
+
+
+@setup_step("DEL-PURGE-001")
+def purge_session(ctx: CheckContext, owner: ApiClient, sid: str) -> None:
+    ctx.expect_status(owner.post(f"/sessions/{sid}/purge"), 204, None, "DEL-PURGE-001")
+
+
+@setup_step("ATT-STORE-001")
+def stored(ctx: CheckContext, response: Response) -> dict[str, Any]:
+    """The description of an attachment whose upload (POST, or PUT with a client id) must succeed."""
+    ctx.expect_status(response, 201, None, "ATT-STORE-001")
+    return response.json()  # type: ignore[no-any-return]
 
 
 def upload(
     ctx: CheckContext, client: ApiClient, sid: str, content: bytes | None = None, media_type: str = "application/octet-stream"
 ) -> dict[str, Any]:
     body = content if content is not None else secrets.token_bytes(24)
-    response = client.post(f"/sessions/{sid}/attachments", content=body, headers={"Content-Type": media_type})
-    ctx.expect_status(response, 201, None, "ATT-STORE-001")
-    return response.json()
+    return stored(ctx, client.post(f"/sessions/{sid}/attachments", content=body, headers={"Content-Type": media_type}))
 
 
 def fetch(client: ApiClient, sid: str, attachment_id: str) -> Response:
@@ -47,6 +65,7 @@ def turn_with_attachment(ctx: CheckContext, client: ApiClient, sid: str, attach:
     return attachment
 
 
+@setup_step("LIST-SESSIONS-001", "LIST-DESCENDANTS-001")
 def listed_access(ctx: CheckContext, client: ApiClient, sid: str, path: str = "/sessions") -> str | None:
     """The `access` a listing gives the session, or None when the listing leaves it out."""
     found: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import secrets
 
-from conformance.checks.authorization.common import fetch, grant, revoke, upload
+from conformance.checks.authorization.common import delete_session, fetch, grant, revoke, upload
 from conformance.checks.probes import Probe, probes
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
@@ -107,7 +107,6 @@ def invisible_sessions(ctx: CheckContext) -> None:
         revoke(ctx, ctx.alice, revoked["session_id"], ctx.bob)
         compare_hidden(ctx, ctx.bob, revoked["session_id"], every, "a revoked grantee", "AUTH-HIDE-001")
         deleted, _, _ = ctx.conversation(1)
-        response = ctx.alice.request("DELETE", f"/sessions/{deleted['session_id']}")
-        ctx.expect_status(response, 204, None, "DEL-SOFT-001")
+        delete_session(ctx, ctx.alice, deleted["session_id"])
         own = [probe for probe in every if probe[0] not in OWNER_EXCEPTIONS]
         compare_hidden(ctx, ctx.alice, deleted["session_id"], own, "the owner of a deleted session", "AUTH-HIDE-001")

@@ -88,7 +88,7 @@ def depth_limit(ctx: CheckContext) -> None:
     absent(ctx, target, "a fork beyond the maximum depth was refused")
 
 
-@check("FORK-SOURCE-MISSING-001", title="Forking a session that does not exist is not found")
+@check("FORK-SOURCE-MISSING-001", "FORK-ATOMIC-001", title="Forking a session that does not exist is not found, and creates nothing")
 def unknown_source(ctx: CheckContext) -> None:
     target = ctx.new_id("never")
     response = ctx.fork(ctx.new_id("missing"), {"mode": "latest"}, target=target)

@@ -29,7 +29,7 @@ def concurrent_forks_to_one_target(ctx: CheckContext) -> None:
         ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent forks claim to have created {target}")
         replays = [a for a in answers if a.status == 201 and a not in won]
         ctx.expect(all(a.json() == won[0].json() for a in replays), f"answers for {target} describe different children")
-        stored = ctx.ok(ctx.alice.get(f"/sessions/{target}"), 200, "FORK-CREATE-001")
+        stored = ctx.ok(ctx.alice.get(f"/sessions/{target}"), 200)
         ctx.expect(stored["lineage"] == won[0].json()["lineage"], f"the stored child {stored} is not the one answered")
 
     rounds(ctx, lambda: ctx.new_id("contested"), attempt, judge)
@@ -94,8 +94,7 @@ def forks_while_source_is_written(ctx: CheckContext) -> None:
             order.append(record["turn_id"])
         by_turn.setdefault(record["turn_id"], []).append(record)
     for response in forks:
-        ctx.expect_status(response, 201, None, "FORK-CREATE-001")
-        body = response.json()
+        body = ctx.forked(response)
         inherited = body["lineage"]["inherited_turn_count"]
         expected = [r for turn_id in order[:inherited] for r in by_turn[turn_id]]
         got = ctx.walk(body["session"]["session_id"], limit=ctx.limits["max_page_size"])

@@ -99,7 +99,7 @@ def cut_latest(ctx: CheckContext) -> None:
     ctx.expect(ctx.walk(child) == records, "records of the turn running at fork time appeared later")
 
 
-@check("FORK-CUT-UNKNOWN-001", title="A cut outside the source's effective transcript is refused")
+@check("FORK-CUT-UNKNOWN-001", "FORK-ATOMIC-001", title="A cut outside the source's effective transcript is refused, and creates nothing")
 def cut_unknown_turn(ctx: CheckContext) -> None:
     sid, turns, _ = _four_turns(ctx)
     other, other_turns, _ = ctx.conversation(1)

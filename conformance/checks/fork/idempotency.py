@@ -71,7 +71,7 @@ def key_lifetime(ctx: CheckContext) -> None:
     for _ in range(LIFETIME_ATTEMPTS):
         key = ctx.new_id("key")
         first, start = timing.timed(lambda: ctx.fork(sid, {"mode": "latest"}, key=key))
-        ctx.expect_status(first, 201, None, "FORK-CREATE-001")
+        ctx.forked(first)
         probed = timing.probe_before(start, lifetime, lambda: ctx.fork(sid, {"mode": "latest"}, key=key))
         if probed is not None:
             break
@@ -103,7 +103,7 @@ def key_lifetime(ctx: CheckContext) -> None:
     )
 
 
-@check("FORK-IDEMPOTENT-MISMATCH-001", title="A key reused with a different request is refused")
+@check("FORK-IDEMPOTENT-MISMATCH-001", "FORK-ATOMIC-001", title="A key reused with a different request is refused, and creates nothing")
 def key_reused_differently(ctx: CheckContext) -> None:
     source, turns, _ = ctx.conversation(2)
     other, _, _ = ctx.conversation(1)
@@ -159,7 +159,7 @@ def concurrent_identical_forks(ctx: CheckContext) -> None:
     rounds(ctx, prepare, attempt, judge)
 
 
-@check("FORK-IDEMPOTENT-KEY-001", title="Malformed Idempotency-Key headers are refused")
+@check("FORK-IDEMPOTENT-KEY-001", "FORK-ATOMIC-001", title="Malformed Idempotency-Key headers are refused, and create nothing")
 def key_syntax(ctx: CheckContext) -> None:
     source, _, _ = ctx.conversation(1)
     sid = source["session_id"]

@@ -13,6 +13,7 @@ from conformance.checks.fork.writes import (
     fork_writes,
     judge_fork_writes,
 )
+from conformance.checks.authorization.common import stored
 from conformance.context import CheckContext
 from conformance.errors import NotVerified
 from conformance.registry import check
@@ -48,12 +49,11 @@ def fork_stores_no_attachment_copy(ctx: CheckContext) -> None:
         sid = ctx.create_session()["session_id"]
         turn = ctx.start_turn(sid)
         ctx.append(sid, turn["turn_id"], 1)
-        response = ctx.alice.post(f"/sessions/{sid}/attachments", content=body, headers={"Content-Type": "application/octet-stream"})
-        ctx.expect_status(response, 201, None, "ATT-STORE-001")
+        stored(ctx, ctx.alice.post(f"/sessions/{sid}/attachments", content=body, headers={"Content-Type": "application/octet-stream"}))
         ctx.append(sid, turn["turn_id"], 1)  # the attachment is below an inherited record: the child reaches it
         ctx.finish(sid, turn["turn_id"])
         forked = ctx.fork(sid, {"mode": "latest"})
-        ctx.expect_status(forked, 201, None, "FORK-CREATE-001")
+        ctx.forked(forked)
         raw = forked.header(BYTES_HEADER)
         written[name] = int(raw) if raw is not None and raw.strip().isdigit() else None
     ctx.details["fork_writes"] = written

@@ -9,6 +9,7 @@ from typing import Any
 from conformance.client import Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
+from conformance.registry import setup_step
 
 WRITES_CAPABILITY = "diagnostics.write-count"
 WRITES_HEADER = "Storage-Items-Written"
@@ -34,6 +35,7 @@ def header_count(response: Response, header: str, requirement: str) -> int:
     return int(value)
 
 
+@setup_step("SESS-RECORD-APPEND-001")
 def sized_source(ctx: CheckContext) -> tuple[dict[str, Any], int, int]:
     """A root whose records are each close to `max_record_bytes`, SIZED_SOURCE_BYTES in all, in
     appends as large as the limits allow: (session, records, bytes of their contents)."""
@@ -66,7 +68,7 @@ def fork_writes(ctx: CheckContext, requirement: str) -> list[tuple[bool, dict[st
         for name, source in (("a 1-record source", small), (f"a {size}-record source of {stored} bytes", large)):
             key = ctx.new_id("key") if keyed else None
             response = ctx.fork(source["session_id"], {"mode": "latest"}, key=key)
-            ctx.expect_status(response, 201, None, "FORK-CREATE-001")
+            ctx.forked(response)
             items = header_count(response, WRITES_HEADER, requirement)
             raw = response.header(BYTES_HEADER)
             written[name] = (items, int(raw) if raw is not None and raw.strip().isdigit() else None)
