@@ -130,6 +130,7 @@ CROSS_CUTTING: dict[str, str] = {
     "DIAG-WRITES-001": "with diagnostics.write-count, every answer carries Storage-Items-Written",
     "DIAG-BYTES-001": "with diagnostics.write-count, every answer carries Storage-Bytes-Written",
     "DIAG-RECORDS-001": "with diagnostics.records-examined, every answer carries Storage-Records-Examined",
+    "DIAG-COUNTS-AGREE-001": "with both sources of round trips, every answer's header equals its spans' count",
 }
 
 Step = TypeVar("Step", bound=Callable[..., Any])
