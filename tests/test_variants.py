@@ -70,7 +70,8 @@ def test_no_optional_capability_passes_under_the_core_profile(tmp_path: Any) -> 
     assert checks["capabilities.unadvertised_operations"].outcome is Outcome.PASS
     out_of_scope = {name for name, c in checks.items() if c.outcome is Outcome.OUT_OF_SCOPE}
     tables_of_removed = {"state_matrix.leases", "state_matrix.suspended_turns", "state_matrix.legacy_imports", "state_matrix.patch_three_state",
-                         "state_matrix.leases_and_suspended_turns", "state_matrix.leases_and_imports"}
+                         "state_matrix.leases_and_suspended_turns", "state_matrix.leases_and_imports", "state_matrix.one_request_turns",
+                         "state_matrix.keyed_turn_writes"}
     assert out_of_scope == {c.name for c in all_checks() if c.chapter in ("leases", "diagnostics", "context", "suspend", "legacy_import", "export", "revert", "turn_writes", "session_patch")} | tables_of_removed
     # a day-long key lifetime is not waited out (skipped); round trips and bytes on a server that
     # counts none cannot be observed (not verified)

@@ -288,3 +288,13 @@ def leases_and_suspended_turns(ctx: CheckContext) -> None:
 @check(*requirements_of("lease_import"), title="Writer lease held and released, against continuing a legacy import", needs=("writer-lease", "legacy-import"))
 def leases_and_imports(ctx: CheckContext) -> None:
     run_table(ctx, "lease_import", {"owner": ctx.alice})
+
+
+@check(*requirements_of("turn_writes"), title="Turns written in one request: running, completed and failed, against appends, finish and another turn", needs=("turn-write",))
+def one_request_turns(ctx: CheckContext) -> None:
+    run_table(ctx, "turn_writes", {"owner": ctx.alice})
+
+
+@check(*requirements_of("turn_keys"), title="Keyed turn writes: started and finished with a key, against the same request and a changed one", needs=("idempotent-turns",))
+def keyed_turn_writes(ctx: CheckContext) -> None:
+    run_table(ctx, "turn_keys", {"owner": ctx.alice})
