@@ -142,8 +142,8 @@ def input_queue(ctx: CheckContext) -> None:
     sid, tid, _ = running_turn(ctx, 1)
     queued = [queue(ctx, sid, tid, n) for n in range(3)]
     ctx.expect(
-        [(q.get("index"), q.get("status"), q.get("record_id"), q.get("turn_id")) for q in queued]
-        == [(n, "pending", None, tid) for n in range(3)],
+        [(q.get("index"), q.get("status"), q.get("record_id")) for q in queued]
+        == [(n, "pending", None) for n in range(3)],
         f"queued inputs answered {statuses(queued)}; expected indexes 0..2, pending, no record",
     )
     overhead = len(json.dumps({"text": ""}, separators=(",", ":")))
