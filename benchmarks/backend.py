@@ -52,15 +52,16 @@ class Database:
             ).scalar_one()
             return int(size)
 
-    def table_bytes(self) -> dict[str, int]:
-        """Bytes per table, its indexes included, to show where the storage goes."""
+    def object_bytes(self) -> dict[tuple[str, str], int]:
+        """Bytes per (table, object): the table itself (SQLite: its b-tree; PostgreSQL: heap,
+        TOAST and maps) and each of its indexes by name, to show which structure costs what."""
         with self.engine.connect() as conn:
             if self.kind == "sqlite":
                 conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
                 try:
                     rows = conn.exec_driver_sql(
-                        "SELECT s.tbl_name, SUM(d.pgsize) FROM dbstat d "
-                        "JOIN sqlite_schema s ON s.name = d.name GROUP BY s.tbl_name"
+                        "SELECT s.tbl_name, s.name, SUM(d.pgsize) FROM dbstat d "
+                        "JOIN sqlite_schema s ON s.name = d.name GROUP BY s.tbl_name, s.name"
                     ).all()
                 except OperationalError:
                     return {}  # SQLite built without the dbstat table
@@ -69,12 +70,16 @@ class Database:
             else:
                 rows = conn.execute(
                     text(
-                        "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
-                        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-                        "WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+                        "SELECT t.relname, t.relname, pg_total_relation_size(t.oid) - pg_indexes_size(t.oid) "
+                        "FROM pg_class t JOIN pg_namespace n ON n.oid = t.relnamespace "
+                        "WHERE n.nspname = current_schema() AND t.relkind = 'r' "
+                        "UNION ALL "
+                        "SELECT t.relname, i.relname, pg_relation_size(i.oid) FROM pg_index x "
+                        "JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+                        "JOIN pg_namespace n ON n.oid = t.relnamespace WHERE n.nspname = current_schema()"
                     )
                 ).all()
-        return {str(name): int(size) for name, size in rows}
+        return {(str(table), str(name)): int(size) for table, name, size in rows}
 
 
 @dataclass(frozen=True)

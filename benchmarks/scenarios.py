@@ -364,7 +364,7 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
     """A parent and its branches, each forked through an evenly spaced turn and given one turn."""
     with backend.database(config.limits) as db:
         baseline = db.size_bytes()
-        baseline_tables = db.table_bytes()
+        baseline_objects = db.object_bytes()
         parent = seed.new_session(db.services, "parent")
         seeded = seed.add_turns(
             db.services,
@@ -398,9 +398,12 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
             content += own.content_bytes
             branches.append(child)
         size = db.size_bytes() - baseline
-        by_table = {
-            name: grown - baseline_tables.get(name, 0) for name, grown in db.table_bytes().items()
+        by_object = {
+            key: grown - baseline_objects.get(key, 0) for key, grown in db.object_bytes().items()
         }
+        by_table: dict[str, int] = {}
+        for (table, _), grown in by_object.items():
+            by_table[table] = by_table.get(table, 0) + grown
         with db.engine.connect() as conn:
             stored = conn.execute(text("SELECT COUNT(*) FROM records")).scalar_one()
         transcripts = [
@@ -414,5 +417,6 @@ def _branches(backend: Backend, config: Config, copy: bool) -> dict[str, Any]:
         "bytes_per_content_byte": ratio(size, content),
         "records_stored": int(stored),
         "bytes_by_table": by_table,
+        "bytes_by_object": {f"{table}.{name}" if name != table else table: size for (table, name), size in by_object.items()},
         "transcripts": transcripts,
     }

@@ -87,6 +87,13 @@ def test_storage_copies_records_and_lineage_does_not(sqlite: dict[str, Any]) -> 
     assert section["copy"]["records_stored"] > own
     assert section["lineage"]["content_bytes"] == section["copy"]["content_bytes"]
     assert section["same_transcripts"]
+    for part in (section["lineage"], section["copy"]):  # each table's bytes are its rows' and its indexes'
+        objects = part["bytes_by_object"]
+        assert part["bytes_by_table"] == {
+            table: sum(size for name, size in objects.items() if name == table or name.startswith(f"{table}."))
+            for table in part["bytes_by_table"]
+        }
+    assert section["copy"]["bytes_by_object"]["records"] > section["lineage"]["bytes_by_object"]["records"] > 0
 
 
 def test_turn_write_turn_by_position_and_export_cost_the_same_at_every_length(sqlite: dict[str, Any]) -> None:
