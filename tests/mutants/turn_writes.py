@@ -151,7 +151,7 @@ def records_inserted_one_by_one(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, Tx)
 
 
-@mutant("SESS-TURN-SINGLE-001", select=("turn_writes.concurrent_one_request_turns",),
+@mutant("TURN-WRITE-001", select=("turn_writes.concurrent_one_request_turns",),
         description="A one-request turn start checks for a running turn in one transaction, then claims the slot "
                     "unconditionally in another")
 def one_request_slot_checked_then_taken(settings: Settings) -> ASGIApp:
