@@ -91,17 +91,29 @@ def require_counts(run: _Run) -> None:
         )
 
 
-def round_trips(run: _Run, response: Response, what: str | None = None) -> int:
+def round_trips(run: _Run, response: Response, what: str | None = None, require_spans: bool = False) -> int:
     """The round trips of one request from the run's source (see `sources`), recorded once in the
     check's details, labelled `what` (e.g. "depth 5") for the reports. NotVerified when the run has
     no source; a failure of DIAG-COUNTS-AGREE-001, citing the request, both numbers and the spans,
-    when header and spans differ."""
+    when header and spans differ. When the header is there but the request's spans cannot be found,
+    the header alone judges the cost (it is evidence of its own) and the details say why the spans
+    were not used; `require_spans` (the agreement check) makes that NotVerified instead."""
     require_counts(run)
     found = sources(run.capabilities, run.config)
     header = header_round_trips(response) if "header" in found else None
-    trace = request_spans(run.config, response) if "spans" in found else None
+    trace = None
+    unused = None
+    if "spans" in found:
+        try:
+            trace = request_spans(run.config, response)
+        except NotVerified as exc:
+            if header is None or require_spans:
+                raise
+            found, unused = ("header",), str(exc)
     spans = trace.round_trips if trace is not None else []
     entry: dict[str, Any] = {"request": _request(response), "source": source_name(found)}
+    if unused is not None:
+        entry["spans_not_used"] = unused
     if what is not None:
         entry["what"] = what
     if response.trace is not None:

@@ -102,7 +102,7 @@ def header_and_spans_agree(ctx: CheckContext) -> None:
     if sources(ctx.capabilities, ctx.config) != ("header", "spans"):
         raise NotVerified("the spans are observable only through the suite's OTLP receiver: run with --otlp-receiver [HOST:]PORT")
     for response in _storage_requests(ctx):
-        round_trips(ctx, response)  # fails DIAG-COUNTS-AGREE-001, naming the request, when they differ
+        round_trips(ctx, response, require_spans=True)  # fails DIAG-COUNTS-AGREE-001, naming the request, when they differ
 
 
 @check(
