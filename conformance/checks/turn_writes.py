@@ -10,7 +10,6 @@ from conformance.checks.diagnostics import CAPABILITY as QUERY_COUNT
 from conformance.counts import round_trips
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
-from conformance.errors import Unsupported
 from conformance.registry import check
 
 IDEM = "idempotent-turns"
@@ -250,8 +249,8 @@ def concurrent_one_request_turns(ctx: CheckContext) -> None:
             if answer.status != 201:
                 ctx.expect_status(answer, 409, "turn-in-progress")
         won = [a for a in answers if a.status == 201]
-        # TURN-WRITE-001: a write refused with 409 turn-in-progress starts no turn, so one wins.
-        ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent one-request turn starts on {sid} answered 201")
+        ctx.expect(len(won) == 1, f"{len(won)} of {len(answers)} concurrent one-request turn starts on {sid} answered 201",
+                   "SESS-TURN-SINGLE-001")
         ctx.finish(sid, won[0].json()["turn_id"])
         stored = ctx.walk(sid, "records")
         ctx.expect(len(stored) == 1, f"{len(stored)} records stored by one winning one-request start", "TURN-WRITE-001")
@@ -295,23 +294,24 @@ def _finished_by(ctx: CheckContext, way: str, finish: Any) -> None:
     ctx.expect(action is None, f"{way} `completed` did not clear the pending action: {action!r}")
 
 
-@check("REWIND-CLEAR-001", title="Every way a turn finishes completed clears the pending action: a keyed finish, a one-request turn write",
-       needs=("rewind", "fork"))
-def rewind_cleared_by_every_success(ctx: CheckContext) -> None:
-    if not (ctx.has("idempotent-turns") or ctx.has("turn-write")):
-        raise Unsupported("the server finishes turns only by a plain finish (neither idempotent-turns nor turn-write)")
-    if ctx.has("idempotent-turns"):
-        def keyed(child: str, status: str) -> None:
-            turn = ctx.start_turn(child)
-            path = f"/sessions/{child}/turns/{turn['turn_id']}/finish"
-            key = {"Idempotency-Key": ctx.new_id("k")}
-            ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
-            ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
+@check("REWIND-CLEAR-001", title="A keyed finish `completed` clears the pending action; `failed` keeps it",
+       needs=("rewind", "fork", "idempotent-turns"))
+def rewind_cleared_by_a_keyed_finish(ctx: CheckContext) -> None:
+    def keyed(child: str, status: str) -> None:
+        turn = ctx.start_turn(child)
+        path = f"/sessions/{child}/turns/{turn['turn_id']}/finish"
+        key = {"Idempotency-Key": ctx.new_id("k")}
+        ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
+        ctx.expect_status(ctx.alice.post(path, json={"status": status}, headers=key), 200)
 
-        _finished_by(ctx, "a finish with an Idempotency-Key (sent twice)", keyed)
-    if ctx.has("turn-write"):
-        def in_one_request(child: str, status: str) -> None:
-            body = {"role": "user", "records": [{"type": "message", "content": {"text": status}}], "status": status}
-            ctx.expect_status(ctx.alice.post(f"/sessions/{child}/turns", json=body), 201)
+    _finished_by(ctx, "a finish with an Idempotency-Key (sent twice)", keyed)
 
-        _finished_by(ctx, "a turn written in one request", in_one_request)
+
+@check("REWIND-CLEAR-001", title="A turn written `completed` in one request clears the pending action; `failed` keeps it",
+       needs=("rewind", "fork", "turn-write"))
+def rewind_cleared_by_a_one_request_write(ctx: CheckContext) -> None:
+    def in_one_request(child: str, status: str) -> None:
+        body = {"role": "user", "records": [{"type": "message", "content": {"text": status}}], "status": status}
+        ctx.expect_status(ctx.alice.post(f"/sessions/{child}/turns", json=body), 201)
+
+    _finished_by(ctx, "a turn written in one request", in_one_request)

@@ -22,13 +22,13 @@ class KeptBySuccess(TurnWritesService):
         return None
 
 
-@mutant("REWIND-CLEAR-001", select=("turn_writes.rewind_cleared_by_every_success",),
+@mutant("REWIND-CLEAR-001", select=("turn_writes.rewind_cleared_by_a_keyed_finish",),
         description="a finish with an Idempotency-Key (or a turn written finished) leaves the pending action")
 def rewind_kept_by_keyed_finish(settings: Settings) -> ASGIApp:
     return app_with_service(settings, KeptBySuccess)
 
 
-@mutant("REWIND-CLEAR-001", select=("turn_writes.rewind_cleared_by_every_success",),
+@mutant("REWIND-CLEAR-001", select=("turn_writes.rewind_cleared_by_a_one_request_write",),
         description="without idempotent-turns: a turn written `completed` in one request leaves the pending action")
 def rewind_kept_by_one_request_write(settings: Settings) -> ASGIApp:
     return app_with_service(replace(settings, disabled_capabilities=frozenset({"idempotent-turns"})), KeptBySuccess)
