@@ -516,13 +516,16 @@ def _storage_evidence(store: dict[str, Any], target: float) -> str:
     rows = _objects(lineage).get("records")
     if lineage["bytes_per_content_byte"] <= target or rows is None:
         return text
+    allowed, rows_each = target * content, rows / per_record
+    rest = (lineage["bytes"] - rows) / per_record
     return text + (
-        f". Reason: the records' own rows take {rows / per_record:.0f} bytes per record, of the "
-        f"{target * content:.0f} the target allows for everything: besides its content each row "
-        "carries its record, session and turn ids as text (36-character uuids here; a session id "
-        "may be any client-chosen text of up to 256 characters) and a text timestamp, all of which "
-        "a records store apart from the core store needs. Going lower needs integer or binary keys "
-        "in place of the text ids: a redesign of both stores' schemas"
+        f". Reason: the records' own rows take {rows_each:.0f} bytes per record of the {allowed:.0f} "
+        f"the target allows for everything, which leaves {max(allowed - rows_each, 0):.0f} for the turns "
+        f"and every index, which take {rest:.0f}: besides its content each "
+        "row, and each turn and index entry, carries session, turn and record ids as text "
+        "(36-character uuids here; a session id may be any client-chosen text of up to 256 "
+        "characters), and a records store apart from the core store needs them all. Going lower "
+        "needs integer or binary keys in place of the text ids: a redesign of both stores' schemas"
     )
 
 
