@@ -2,8 +2,9 @@
 
 Each breaks a rule in one state only, where a check that follows one path through the machine may
 never look: an expired lease's id still writes, a released lease renews, a finished turn finishes
-again, a suspended turn finishes, a recover ignores the held lease, an empty string in a patch
-clears.
+again, a suspended turn finishes, a recover ignores the held lease, a pending action stays in
+flight after its turn, an import replay is not reported, a purged id stays taken, an empty string
+in a patch clears.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from typing import Any
 from starlette.types import ASGIApp
 
 from reference_impl import views
+from reference_impl.errors import SessionExists
 from reference_impl.services import turn_steps as steps
 from reference_impl.services.access import Access
 from reference_impl.services.common import timestamp, utcnow
 from reference_impl.services.leases import LeasesService
+from reference_impl.services.deletion import DeletionService
+from reference_impl.services.rewind import RewindService
 from reference_impl.services.sessions import SessionsService
 from reference_impl.services.suspend import SuspendService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
-from reference_impl.store.rows import LeaseRow, TurnRow
-from tests.mutants import app_with_service, mutant, reference_app
+from reference_impl.store.rows import LeaseRow, SessionRow, TurnRow
+from tests.mutants import app_with_service, mutant, reference_app, rewrite_responses
 from tests.mutants.sessions import rewrite_requests
 
 
@@ -109,6 +113,49 @@ def recover_ignores_the_lease(settings: Settings) -> ASGIApp:
             return super().recover(principal, session_id, turn_id, held.lease_id if held is not None else lease_id)
 
     return app_with_service(settings, Service)
+
+
+@mutant("REWIND-STATE-001", select=("state_matrix.pending_rewinds",),
+        description="A pending action reads in-flight from its session's first turn on, not only while a turn runs")
+def rewind_in_flight_after_the_turn(settings: Settings) -> ASGIApp:
+    class Service(RewindService):
+        @staticmethod
+        def state(session: SessionRow) -> str:
+            return "in-flight" if session.turn_count > 0 else "pending"
+
+    return app_with_service(settings, Service)
+
+
+@mutant("IMPORT-IDEMPOTENT-001", select=("state_matrix.legacy_imports",),
+        description="Uploading a completely imported history again answers its summary with replayed false")
+def import_replay_not_reported(settings: Settings) -> ASGIApp:
+    def rewrite(scope: dict[str, Any], status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+        if scope["path"] == "/imports" and status == 200:
+            summary = json.loads(body)
+            if summary.get("replayed") is True:
+                body = json.dumps({**summary, "replayed": False}).encode()
+        return status, headers, body
+
+    return rewrite_responses(reference_app(settings), rewrite)
+
+
+@mutant("DEL-PURGE-001", select=("state_matrix.deleted_sessions",),
+        description="A purged session's id stays taken: creating a session with it answers 409 session-exists")
+def purged_id_stays_taken(settings: Settings) -> ASGIApp:
+    purged: set[tuple[str, str]] = set()
+
+    class Deletion(DeletionService):
+        def purge_session(self, principal: str, session_id: str) -> None:
+            super().purge_session(principal, session_id)
+            purged.add((principal, session_id))
+
+    class Sessions(SessionsService):
+        def create_session(self, principal: str, body: dict[str, Any]) -> dict[str, Any]:
+            if (principal, body.get("session_id")) in purged:
+                raise SessionExists(f"session {body['session_id']} exists")
+            return super().create_session(principal, body)
+
+    return app_with_service(settings, Deletion, Sessions)
 
 
 @mutant("SESS-PATCH-001", select=("state_matrix.patch_three_state",),
