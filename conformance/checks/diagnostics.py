@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.fork.writes import fork_writes, header_count, judge_fork_writes
-from conformance.checks.leases import acquire
+from conformance.checks.leases import acquire, release_held
 from conformance.client import Response, describe
 from conformance.context import CheckContext
 from conformance.counts import QUERY_COUNT, header_round_trips, request_spans, require_counts, round_trips, sources
 from conformance.errors import CheckFailed, NotVerified
 from conformance.otlp import TRACE_CAPABILITY
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 CAPABILITY = QUERY_COUNT
 WRITES_CAPABILITY = "diagnostics.write-count"
@@ -175,13 +175,34 @@ def fork_cost_by_source_size(ctx: CheckContext) -> None:
     ctx.expect(len(set(costs.values())) == 1, f"fork round trips by source size: {costs}")
 
 
+# Set-up steps of the diagnostics checks that need the answer itself (its headers), not only its body.
+@setup_step("SESS-CREATE-001")
+def _created(ctx: CheckContext, response: Response) -> dict[str, Any]:
+    return ctx.ok(response, 201, "SESS-CREATE-001")  # type: ignore[no-any-return]
+
+
+@setup_step("SESS-TURN-001")
+def _started(ctx: CheckContext, response: Response) -> dict[str, Any]:
+    return ctx.ok(response, 201, "SESS-TURN-001")  # type: ignore[no-any-return]
+
+
+@setup_step("LEASE-ACQUIRE-001")
+def _leased(ctx: CheckContext, response: Response) -> dict[str, Any]:
+    return ctx.ok(response, 201, "LEASE-ACQUIRE-001")  # type: ignore[no-any-return]
+
+
+@setup_step("AUTH-REQUIRED-001")
+def _refused_without_credentials(ctx: CheckContext, response: Response) -> None:
+    ctx.expect(response.status == 401, f"{describe(response.exchange)}; expected 401 without credentials", "AUTH-REQUIRED-001")
+
+
 @check("DIAG-WRITES-001", "DIAG-BYTES-001",
        title="Every response carries the stored items and bytes it wrote: 0 for reads and refusals", needs=(WRITES_CAPABILITY,))
 def items_written_on_every_response(ctx: CheckContext) -> None:
     created = ctx.alice.post("/sessions", json={"session_id": ctx.new_id("s")})
-    sid = ctx.ok(created, 201, "SESS-CREATE-001")["session_id"]
+    sid = _created(ctx, created)["session_id"]
     started = ctx.alice.post(f"/sessions/{sid}/turns", json={"role": "user"})
-    turn = ctx.ok(started, 201, "SESS-TURN-001")
+    turn = _started(ctx, started)
     writes: list[Response] = [created, started]
     appended = ctx.alice.post(f"/sessions/{sid}/turns/{turn['turn_id']}/records",
                               json={"records": [{"type": "message", "content": {"n": 1}}]})
@@ -210,12 +231,10 @@ def items_written_on_every_response(ctx: CheckContext) -> None:
     ]
     if ctx.has("writer-lease"):
         lease = acquire(ctx, sid)
-        lease_id = ctx.ok(lease, 201, "LEASE-ACQUIRE-001")["lease_id"]
+        lease_id = _leased(ctx, lease)["lease_id"]
         writes.append(lease)
         refused.append(acquire(ctx, sid))
-        released = ctx.alice.request("DELETE", f"/sessions/{sid}/lease", headers={"Writer-Lease": lease_id})
-        ctx.expect_status(released, 204, None, "LEASE-RELEASE-001")
-        writes.append(released)
+        writes.append(release_held(ctx, sid, lease_id))
     for response in refused:
         ctx.expect(400 <= response.status < 500, f"{describe(response.exchange)}; the request was meant to be refused")
     for response in reads:
@@ -296,6 +315,7 @@ def listing_cost_by_depth(ctx: CheckContext) -> None:
     )
 
 
+@setup_step("XS-PAGE-001")
 def _records_in(ctx: CheckContext, response: Response) -> int:
     """How many records a 200 page holds (failing the check, not crashing, on a malformed body)."""
     body = response.json()
@@ -332,8 +352,7 @@ def records_examined_on_every_response(ctx: CheckContext) -> None:
         ctx.alice.post(f"/sessions/{sid}/turns/{turns[0]['turn_id']}/records",
                        json={"records": [{"type": "message", "content": {"late": True}}]}),
     ]
-    ctx.expect(without_records[1].status == 401, f"{describe(without_records[1].exchange)}; expected 401 without credentials",
-               "AUTH-REQUIRED-001")
+    _refused_without_credentials(ctx, without_records[1])
     for response in without_records:
         count = records_examined(response)
         ctx.expect(
