@@ -36,6 +36,16 @@ def _claim_child_slot() -> Any:
 
 
 _DELETE_SESSION = delete(t.sessions).where(t.sessions.c.session_id == _SESSION)
+# The rest of a purge, built once too: the cleanup of a run purges every session it made.
+_MARK_PURGING = (
+    update(t.sessions)
+    .where(t.sessions.c.session_id == _SESSION, t.sessions.c.child_count == 0)
+    .values(deleted_at=func.coalesce(t.sessions.c.deleted_at, bindparam("p_now", type_=t.sessions.c.deleted_at.type)))
+)
+_DELETE_RECORDS = delete(t.records).where(t.records.c.session_id == _SESSION)
+_UNCOUNT_CHILD = (
+    update(t.sessions).where(t.sessions.c.session_id == _SESSION).values(child_count=t.sessions.c.child_count - 1)
+)
 
 
 class DeletionStatements(Statements):
@@ -58,16 +68,11 @@ class DeletionStatements(Statements):
 
     def mark_purging(self, session_id: str, now: str) -> bool:
         """Delete softly for good, if no child is counted; False when one is."""
-        result = self.conn.execute(
-            update(t.sessions)
-            .where(t.sessions.c.session_id == session_id, t.sessions.c.child_count == 0)
-            .values(deleted_at=func.coalesce(t.sessions.c.deleted_at, now))
-        )
-        return result.rowcount == 1
+        return self.conn.execute(_MARK_PURGING, {"p_session_id": session_id, "p_now": now}).rowcount == 1
 
     def delete_records_of(self, session_id: str) -> None:
         """Delete the session's records; each counts as a record examined (`Storage-Records-Examined`)."""
-        deleted = self.records_conn.execute(delete(t.records).where(t.records.c.session_id == session_id)).rowcount
+        deleted = self.records_conn.execute(_DELETE_RECORDS, {"p_session_id": session_id}).rowcount
         diagnostics.count_records_examined(max(deleted or 0, 0))
 
     def purge_session(self, session_id: str, parent_id: str | None) -> None:
@@ -78,8 +83,4 @@ class DeletionStatements(Statements):
             self.conn.execute(statement, params)
         removed = self.conn.execute(_DELETE_SESSION, params).rowcount
         if removed == 1 and parent_id is not None:
-            self.conn.execute(
-                update(t.sessions)
-                .where(t.sessions.c.session_id == parent_id)
-                .values(child_count=t.sessions.c.child_count - 1)
-            )
+            self.conn.execute(_UNCOUNT_CHILD, {"p_session_id": parent_id})

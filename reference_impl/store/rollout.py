@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import bindparam, delete, insert, select
 
 from reference_impl.store import tables as t
 from reference_impl.store.common import Statements
+
+
+# Built once with a bound session id: a purge runs it for every session it removes.
+_DELETE_PENDING = delete(t.pending_actions).where(t.pending_actions.c.session_id == bindparam("p_session_id"))
 
 
 class RolloutStatements(Statements):
@@ -23,9 +27,8 @@ class RolloutStatements(Statements):
 
     def clear_pending_action(self, session_id: str) -> bool:
         """Remove the session's pending action; whether there was one."""
-        result = self.conn.execute(delete(t.pending_actions).where(t.pending_actions.c.session_id == session_id))
-        return result.rowcount == 1
+        return self.conn.execute(_DELETE_PENDING, {"p_session_id": session_id}).rowcount == 1
 
     def delete_pending_action(self, session_id: str) -> None:
         """A purge removes the session's pending action with it."""
-        self.conn.execute(delete(t.pending_actions).where(t.pending_actions.c.session_id == session_id))
+        self.conn.execute(_DELETE_PENDING, {"p_session_id": session_id})
