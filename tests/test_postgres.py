@@ -11,6 +11,7 @@ from conformance.runner import run
 from tests.mutants import MUTANTS, all_mutants
 from tests.mutants.production import PRODUCTION_MUTANTS
 from tests.servers import TOKENS, server_processes
+from tests.variants import UNTRACED_OUT_OF_SCOPE
 
 pytestmark = pytest.mark.postgres
 
@@ -33,6 +34,7 @@ def test_whole_suite_passes_on_two_processes_sharing_postgres(postgres_url: str,
         for c in result.checks
         if c.outcome is not Outcome.PASS and not (c.name in allowed and c.outcome is Outcome.SKIPPED)
         and not (c.name == "leases.lease_expires" and c.outcome is Outcome.NOT_VERIFIED)  # no margin on a loaded machine
+        and not (c.name in UNTRACED_OUT_OF_SCOPE and c.outcome is Outcome.OUT_OF_SCOPE)  # served without tracing
     ]
     assert not problems, "\n".join(problems)
     assert result.verdict is Verdict.CONFORMANT

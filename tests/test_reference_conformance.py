@@ -9,6 +9,7 @@ from conformance.embedded import reference_server
 from conformance.registry import all_checks
 from conformance.results import Outcome, Verdict
 from conformance.runner import run
+from tests.variants import UNTRACED_OUT_OF_SCOPE, UNTRACED_RULES
 
 # Rules about what a server lacks have nothing to apply to on a server that offers everything;
 # `test_reference_without_writer_lease` below shows them applied.
@@ -31,12 +32,14 @@ def test_reference_server_is_conformant(seed: int) -> None:
         and not (c.name in NOT_APPLICABLE_TO_A_FULL_SERVER and c.outcome is Outcome.SKIPPED and "not applicable" in (c.reason or ""))
         and not (c.name in NOT_VERIFIABLE_IN_A_RUN and c.outcome is Outcome.SKIPPED and "not verifiable" in (c.reason or ""))
         and not (c.name in TIMING and c.outcome is Outcome.NOT_VERIFIED)
+        and not (c.name in UNTRACED_OUT_OF_SCOPE and c.outcome is Outcome.OUT_OF_SCOPE)
     ]
     assert not problems, "\n".join(problems)
     assert result.verdict is Verdict.CONFORMANT and result.exit_code == 0
     assert len(result.checks) == len(all_checks())
     timing_rules = {r for c in result.checks if c.name in TIMING and c.outcome is Outcome.NOT_VERIFIED for r in c.requirements}
-    assert all(v.outcome is Outcome.PASS for v in result.requirements if v.id not in {"CAP-UNADVERTISED-001", *timing_rules})
+    assert all(v.outcome is Outcome.PASS for v in result.requirements if v.id not in {"CAP-UNADVERTISED-001", *timing_rules, *UNTRACED_RULES})
+    assert all(v.outcome is Outcome.OUT_OF_SCOPE for v in result.requirements if v.id in UNTRACED_RULES)
 
 
 def test_reference_without_writer_lease_routes_nothing_it_does_not_advertise() -> None:

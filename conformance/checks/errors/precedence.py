@@ -23,7 +23,7 @@ from conformance.checks.legacy_import import (
 from conformance.checks.probes import probes
 from conformance.client import Response
 from conformance.context import CheckContext
-from conformance.errors import NotVerified
+from conformance.errors import NotVerified, Unsupported
 from conformance.registry import check
 
 BAD_LEASE = "two words"  # not 1 to 64 visible ASCII characters: the Writer-Lease row (422) applies
@@ -40,14 +40,12 @@ def first_row(ctx: CheckContext, what: str, response: Response, status: int, kin
     )
 
 
-def _rows_apply(ctx: CheckContext, capability: str) -> bool:
-    """Whether the rows of `capability` apply. ERR-PRECEDENCE-001 (a core rule) skips the rows of a
-    capability the server does not advertise, so there is nothing of them to verify: the check says
-    so in its details (`needs` would fail a core server as untestable)."""
-    if ctx.has(capability):
-        return True
-    ctx.details["rows"] = f"none apply: the server does not advertise {capability}"
-    return False
+def _rows_apply(ctx: CheckContext, capability: str) -> None:
+    """Skipped (not applicable) when the server does not advertise `capability`: ERR-PRECEDENCE-001
+    (a core rule) leaves out the rows of a capability the server lacks, so nothing of them applies.
+    Not `needs`, which would fail a core server as untestable; never a pass that tested nothing."""
+    if not ctx.has(capability):
+        raise Unsupported(f"none of these rows apply: the server does not advertise {capability}")
 
 
 def _release(ctx: CheckContext, sid: str, lease_id: str) -> None:
@@ -56,8 +54,7 @@ def _release(ctx: CheckContext, sid: str, lease_id: str) -> None:
 
 @check("ERR-PRECEDENCE-001", title="Replay history that differs: after the session, role and lease, before the turn's own rules")
 def replay_history_rows(ctx: CheckContext) -> None:
-    if not _rows_apply(ctx, "replay-history"):
-        return
+    _rows_apply(ctx, "replay-history")
     source, _, _ = ctx.conversation(1)  # records before any new turn: an empty replay history differs
     sid = source["session_id"]
     differs = {"role": "user", "replay_history": []}
@@ -80,8 +77,7 @@ def replay_history_rows(ctx: CheckContext) -> None:
 
 @check("ERR-PRECEDENCE-001", title="A turn that is not suspended: after the session, role and lease")
 def suspended_turn_rows(ctx: CheckContext) -> None:
-    if not _rows_apply(ctx, "suspend"):
-        return
+    _rows_apply(ctx, "suspend")
     sid = ctx.create_session()["session_id"]
     turn = ctx.start_turn(sid)  # running: neither suspended nor interrupted
     path = f"/sessions/{sid}/turns/{turn['turn_id']}"
@@ -113,8 +109,7 @@ def _conflicting(lines: list[bytes]) -> bytes:
 
 @check("ERR-PRECEDENCE-001", title="Legacy imports: media type and header syntax before the history, a conflict before the lease")
 def legacy_import_rows(ctx: CheckContext) -> None:
-    if not _rows_apply(ctx, "legacy-import"):
-        return
+    _rows_apply(ctx, "legacy-import")
     not_meta = b'{"type": "message", "turn_id": "t1", "payload": {}}\n'
     orphan = _meta(ctx, parent=ctx.new_id("never-imported"))
     for body, what in ((not_meta, "a history without a meta line"), (orphan, "a history whose fork parent was never imported")):
@@ -174,8 +169,7 @@ def _claimed_while_held(ctx: CheckContext) -> bool:
 
 @check("ERR-PRECEDENCE-001", title="Legacy imports: another upload in progress before a conflict")
 def import_in_progress_row(ctx: CheckContext) -> None:
-    if not _rows_apply(ctx, "legacy-import"):
-        return
+    _rows_apply(ctx, "legacy-import")
     for _ in range(3):
         if _claimed_while_held(ctx):
             return
