@@ -26,6 +26,13 @@ class CheckFailed(AssertionError):
         # a check may cite them without declaring them.
         self.setup_rules: frozenset[str] = frozenset()
 
+    def retold(self, prefix: str) -> CheckFailed:
+        """The same failure with `prefix` before its message (which case or step it came from),
+        keeping what it cites and through which set-up steps."""
+        told = CheckFailed(f"{prefix}: {self.message}", self.requirements, self.exchange, self.also_check)
+        told.setup_rules = self.setup_rules
+        return told
+
 
 class Unsupported(Exception):
     """The target's capability document says it does not support what the check needs."""

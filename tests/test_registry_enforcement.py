@@ -116,9 +116,8 @@ def test_the_allowed_rules_exist() -> None:
     assert "conformance.context.create_session" in _setup_steps()
 
 
-# Known stray citations left for the owner of the module (conformance/checks/diagnostics.py was
-# another helper's this session): inline set-up steps to turn into marked ones. Listed here so the
-# rest is held to the rule now; the stale-entry test fails as soon as one is fixed.
+# Known stray citations awaiting a fix, per check (none now): listed so the rest is held to the rule
+# meanwhile; the stale-entry test fails as soon as one is fixed.
 PENDING: dict[str, set[str]] = {}
 
 

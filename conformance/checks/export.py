@@ -395,4 +395,4 @@ def position_vectors(ctx: CheckContext) -> None:
         try:
             PositionCase(ctx, case).run()
         except CheckFailed as failure:
-            raise CheckFailed(f"{case['description']}: {failure.message}", failure.requirements, failure.exchange) from None
+            raise failure.retold(case["description"]) from None

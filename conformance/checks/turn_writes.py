@@ -294,7 +294,7 @@ def _finished_by(ctx: CheckContext, way: str, finish: Any) -> None:
     ctx.expect(action is None, f"{way} `completed` did not clear the pending action: {action!r}")
 
 
-@check("REWIND-CLEAR-001", title="A keyed finish `completed` clears the pending action; `failed` keeps it",
+@check("REWIND-CLEAR-001", title="A keyed finish as completed clears the pending action; as failed it keeps it",
        needs=("rewind", "fork", "idempotent-turns"))
 def rewind_cleared_by_a_keyed_finish(ctx: CheckContext) -> None:
     def keyed(child: str, status: str) -> None:
@@ -307,7 +307,7 @@ def rewind_cleared_by_a_keyed_finish(ctx: CheckContext) -> None:
     _finished_by(ctx, "a finish with an Idempotency-Key (sent twice)", keyed)
 
 
-@check("REWIND-CLEAR-001", title="A turn written `completed` in one request clears the pending action; `failed` keeps it",
+@check("REWIND-CLEAR-001", title="A turn written completed in one request clears the pending action; failed, it keeps it",
        needs=("rewind", "fork", "turn-write"))
 def rewind_cleared_by_a_one_request_write(ctx: CheckContext) -> None:
     def in_one_request(child: str, status: str) -> None:

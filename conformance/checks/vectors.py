@@ -190,7 +190,7 @@ def run_case(ctx: CheckContext, case: Case) -> None:
     try:
         CaseRun(ctx, case).run()
     except CheckFailed as failure:
-        raise CheckFailed(f"{case['description']}: {failure.message}", failure.requirements, failure.exchange) from None
+        raise failure.retold(case["description"]) from None
 
 
 MINIMUM_DEPTH = 5  # every server supports lineage this deep (CAP-LIMITS-001)
