@@ -45,6 +45,7 @@ def not_passing(result: RunResult, allowed: set[str] = frozenset()) -> list[str]
 
 
 # ---------------------------------------------------------------- permitted variants pass
+@pytest.mark.deep  # a whole-suite run, too long for the quick set
 def test_limits_at_the_spec_minimums_pass_the_whole_suite(tmp_path: Any) -> None:
     """Every minimum of CAP-LIMITS-001 at once: page 10 and default page 1, batch 3, record 1024,
     request 16384, depth 5, key lifetime 1 s, lease 2 s, attachments 64 KiB. Conformant to `full`;
@@ -63,6 +64,7 @@ def test_limits_at_the_spec_minimums_pass_the_whole_suite(tmp_path: Any) -> None
     assert result.verdict is Verdict.CONFORMANT and result.exit_code == 0
 
 
+@pytest.mark.deep  # a whole-suite run, too long for the quick set
 def test_no_optional_capability_passes_under_the_core_profile(tmp_path: Any) -> None:
     """No writer leases, no diagnostics headers: conformant to `core`, the rest out of scope; without
     write diagnostics, no-copy is not verified (named in the verdict; with strict it fails)."""
