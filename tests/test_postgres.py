@@ -26,7 +26,7 @@ def suite(urls: list[str], **overrides: object):
 
 # The quick set runs the chapters whose rules rest most on the engine (uniqueness, order, cost,
 # visibility across processes); the deep set runs every check (about 2 minutes here).
-STORAGE_CHAPTERS = ("sessions", "fork", "transcript", "lineage", "leases", "diagnostics", "turn_writes", "revert")
+STORAGE_CHAPTERS = ("sessions", "fork", "transcript", "lineage", "leases", "diagnostics", "turn_writes", "revert", "session_patch")
 
 
 @pytest.mark.parametrize("select", [pytest.param(STORAGE_CHAPTERS, id="storage-chapters"),

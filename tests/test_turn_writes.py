@@ -91,6 +91,7 @@ def test_turn_write_checks_pass_with_records_in_a_second_store(tmp_path) -> None
 
 
 @pytest.mark.postgres
+@pytest.mark.deep  # quick: tests/test_postgres.py runs this chapter on two PostgreSQL processes
 def test_turn_write_checks_pass_on_two_processes_sharing_postgres(postgres_url: str, tmp_path) -> None:
     """TURN-IDEM-CONCURRENT-001 and SESS-TURN-SINGLE-001 with the contenders spread over two replicas."""
     with server_processes(postgres_url, tmp_path, count=2) as servers:
