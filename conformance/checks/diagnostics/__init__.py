@@ -55,6 +55,19 @@ def header_on_every_response(ctx: CheckContext) -> None:
     )
 
 
+def deepest(ctx: CheckContext, what: str) -> int:
+    """The advertised maximum depth, failing CAP-LIMITS-001 when it is below depth 5: depth 5 is part
+    of the depth rules, and measuring at the maximum instead would hide what they ask."""
+    maximum = ctx.limits["max_lineage_depth"]
+    if maximum < max(DEPTHS):
+        raise CheckFailed(
+            f"max_lineage_depth is {maximum}, below the minimum of {max(DEPTHS)} (CAP-LIMITS-001), so the "
+            f"{what} at depth {max(DEPTHS)} cannot be measured",
+            ["CAP-LIMITS-001"],
+        )
+    return maximum
+
+
 @check(
     "DIAG-DEPTH-001",
     title="Reads cost at most 2 (a transcript page) or 1 (lineage, session) round trips at depths 0, 1, 5 and the maximum",
@@ -62,14 +75,7 @@ def header_on_every_response(ctx: CheckContext) -> None:
 )
 def transcript_cost_by_depth(ctx: CheckContext) -> None:
     require_counts(ctx)  # before any set-up: a run without a source of counts cannot verify it
-    maximum = ctx.limits["max_lineage_depth"]
-    if maximum < max(DEPTHS):
-        # Depth 5 is part of the rule; reading at `maximum` instead would hide what it asks.
-        raise CheckFailed(
-            f"max_lineage_depth is {maximum}, below the minimum of {max(DEPTHS)} (CAP-LIMITS-001), so the "
-            f"read cost at depth {max(DEPTHS)} cannot be measured",
-            ["CAP-LIMITS-001"],
-        )
+    maximum = deepest(ctx, "read cost")
     ids = ctx.chain(maximum, records_per_turn=1)
     depths = sorted({*DEPTHS, maximum})
     pages, lineages, sessions = {}, {}, {}
@@ -324,13 +330,7 @@ def records_examined_on_every_response(ctx: CheckContext) -> None:
 @check("DIAG-RECORDS-PAGE-001", title="A page examines at most its size + 3 records at depths 0, 1, 5 and the maximum, at every position",
        needs=(RECORDS_CAPABILITY,))
 def records_examined_by_depth(ctx: CheckContext) -> None:
-    maximum = ctx.limits["max_lineage_depth"]
-    if maximum < max(DEPTHS):
-        raise CheckFailed(
-            f"max_lineage_depth is {maximum}, below the minimum of {max(DEPTHS)} (CAP-LIMITS-001), so the "
-            f"records a page examines at depth {max(DEPTHS)} cannot be measured",
-            ["CAP-LIMITS-001"],
-        )
+    maximum = deepest(ctx, "records a page examines")
     small = min(3, ctx.limits["max_page_size"])
     default = ctx.limits["default_page_size"]
     # Every session holds more records than a small page, so a page that reads up to its size from
