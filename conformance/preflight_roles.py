@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import spec
 from conformance.config import ROLES
 from conformance.roles_needed import roles_needed
+from conformance.target import offered
 
 SAME_PROJECT = ("owner", "stranger", "reader", "writer")
 HOW = (
@@ -34,7 +36,8 @@ def check_roles(probe: Any, selected: Sequence[Any] | None) -> str:
     advertised = set((probe.state.capabilities or {}).get("capabilities", []))
     checks = list(selected or [])
     if probe.state.capabilities is not None:  # checks the target cannot run do not count
-        checks = [item for item in checks if all(need in advertised for need in item.needs)]
+        catalogue = {req["id"]: req for req in spec.requirements()}
+        checks = [item for item in checks if all(offered(item, need, advertised, catalogue) for need in item.needs)]
     needed = roles_needed(checks) if checks else {"owner": []}
     missing = [role for role in needed if role not in given]
     if missing:

@@ -8,7 +8,7 @@ import re
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
@@ -130,7 +130,7 @@ class Target:
         if subjects:
             return self._cannot_run(item, subjects[0], scope)
         if missing:  # only what would show the evidence is missing: the rules apply, unverified
-            shown_by = [" or ".join(repr(name) for name in self._ways(item, need)) for need in missing]
+            shown_by = [" or ".join(repr(name) for name in ways(item, need, self.catalogue)) for need in missing]
             reason = (
                 f"{', '.join(item.requirements)} {'is' if len(item.requirements) == 1 else 'are'} verifiable only with "
                 f"{' and '.join(shown_by)} (requirements.yaml `verifiable_with`), which the target does not advertise"
@@ -199,21 +199,8 @@ class Target:
         result.duration_ms = round((time.perf_counter() - started) * 1000, 1)
         return result
 
-    def _ways(self, item: Check, need: str) -> list[str]:
-        """`need` and the capabilities every rule of the check accepts in its place: those named with
-        it in each rule's `capability` list, or in each rule's `verifiable_with` list."""
-        ways: set[str] | None = None
-        for req in item.requirements:
-            entry = self.catalogue.get(req, {})
-            lists = [names for names in (spec.requirement_capabilities(entry), verifiable_with(entry)) if need in names]
-            found = {name for names in lists for name in names}
-            ways = found if ways is None else ways & found
-        return [need, *sorted((ways or set()) - {need})]
-
     def _offered(self, item: Check, need: str) -> bool:
-        """Whether the target advertises `need`, or a capability every rule of the check accepts in its
-        place (round trips: the header's `diagnostics.query-count` or the spans' `diagnostics.trace-context`)."""
-        return any(name in self.advertised() for name in self._ways(item, need))
+        return offered(item, need, self.advertised(), self.catalogue)
 
     def _evidence_only(self, item: Check, capability: str) -> bool:
         """Whether a capability the check needs only shows the evidence of its rules (every rule names
@@ -265,6 +252,26 @@ class Target:
         if self.generated:
             return [self.generated[-1]], self.generated[-1]
         return [], None
+
+
+def ways(item: Check, need: str, catalogue: dict[str, dict[str, Any]]) -> list[str]:
+    """`need` and the capabilities every rule of the check accepts in its place: those named with
+    it in each rule's `capability` list, or in each rule's `verifiable_with` list."""
+    found_in_all: set[str] | None = None
+    for req in item.requirements:
+        entry = catalogue.get(req, {})
+        lists = [names for names in (spec.requirement_capabilities(entry), verifiable_with(entry)) if need in names]
+        found = {name for names in lists for name in names}
+        found_in_all = found if found_in_all is None else found_in_all & found
+    return [need, *sorted((found_in_all or set()) - {need})]
+
+
+def offered(item: Check, need: str, advertised: Iterable[str], catalogue: dict[str, dict[str, Any]]) -> bool:
+    """Whether the target advertises `need`, or a capability every rule of the check accepts in its
+    place (round trips: the header's `diagnostics.query-count` or the spans' `diagnostics.trace-context`);
+    the runner and preflight's role count judge a check's `needs` alike."""
+    held = set(advertised)
+    return any(name in held for name in ways(item, need, catalogue))
 
 
 def verifiable_with(requirement: dict[str, Any]) -> list[str]:

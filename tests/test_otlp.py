@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+import spec
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest, ExportTraceServiceResponse
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -264,3 +266,19 @@ def test_a_cost_check_runs_with_either_capability(advertised: list[str], rule: s
         target.close()
     assert result.outcome.value == outcome, result.message or result.reason
     assert ran == ([True] if outcome == "pass" else [])
+
+
+def test_preflight_and_runner_judge_a_checks_needs_alike() -> None:
+    """A cost check's `diagnostics.query-count` is met by `diagnostics.trace-context` alone (its rules
+    accept either), for the runner and for preflight's role count (one function: target.offered);
+    a need no rule lets another capability meet is not."""
+    from conformance.registry import all_checks
+    from conformance.target import offered
+
+    catalogue = {req["id"]: req for req in spec.requirements()}
+    checks = {item.name: item for item in all_checks()}
+    spans_only = ["diagnostics.trace-context", "sharing"]
+    assert offered(checks["diagnostics.transcript_cost_by_depth"], "diagnostics.query-count", spans_only, catalogue)
+    assert offered(checks["export.export_cost_by_depth"], "diagnostics.query-count", spans_only, catalogue)
+    assert not offered(checks["diagnostics.header_on_every_response"], "diagnostics.query-count", spans_only, catalogue)
+    assert not offered(checks["diagnostics.listing_cost_by_depth"], "sharing", ["diagnostics.trace-context"], catalogue)
