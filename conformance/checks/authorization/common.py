@@ -5,6 +5,7 @@ grants, attachments, listings and a chain of three owners.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,38 +66,64 @@ def turn_with_attachment(ctx: CheckContext, client: ApiClient, sid: str, attach:
     return attachment
 
 
-@setup_step("LIST-SESSIONS-001", "LIST-DESCENDANTS-001")
-def listed_access(ctx: CheckContext, client: ApiClient, sid: str, path: str = "/sessions") -> str | None:
-    """The `access` a listing gives the session, or None when the listing leaves it out."""
-    found: str | None = None
-    cursor = None
-    for _ in range(1000):
-        response = client.get(path, params={"cursor": cursor, "limit": ctx.limits["max_page_size"]})
-        ctx.expect_status(response, 200, None, "LIST-SESSIONS-001" if path == "/sessions" else "LIST-DESCENDANTS-001")
-        page = response.json()
-        for item in page["sessions"]:
-            if item["session"]["session_id"] == sid:
-                found = item["access"]
-        if not page["has_more"]:
-            return found
-        cursor = page["next_cursor"]
-    raise CheckFailed(f"{path}: pagination did not end within 1000 pages", ["LIST-SESSIONS-001"])
+MAX_LISTING_PAGES = 10_000
 
 
-def walk_listing(ctx: CheckContext, client: ApiClient, path: str, limit: int, requirement: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+def listing_pages(ctx: CheckContext, client: ApiClient, path: str, limit: int, requirement: str) -> Iterator[Any]:
+    """The pages of a listing (`/sessions` or `/sessions/{id}/descendants`), from its first page on,
+    following `next_cursor` while `has_more` is true. A page holds at most `limit` items and may hold
+    fewer, none included: a server may end a page early (say after skipping sessions the caller cannot
+    see), and neither LIST-SESSIONS-001 nor XS-PAGE-001 forbids that. A page with `has_more` must
+    carry a `next_cursor` to go on from; a listing that has not ended after MAX_LISTING_PAGES pages
+    fails, so the walk is bounded whatever the target answers."""
     cursor = None
-    for _ in range(10_000):
+    for _ in range(MAX_LISTING_PAGES):
         response = client.get(path, params={"cursor": cursor, "limit": limit})
         ctx.expect_status(response, 200, None, requirement)
         page = response.json()
         ctx.expect(len(page["sessions"]) <= limit, f"{path}: a page of limit {limit} held {len(page['sessions'])} items", requirement)
-        items.extend(page["sessions"])
+        yield page
         if not page["has_more"]:
-            return items
-        ctx.expect(bool(page["sessions"]) and page["next_cursor"] is not None, f"{path}: has_more without items or cursor", requirement)
+            return
         cursor = page["next_cursor"]
-    raise CheckFailed(f"{path}: pagination did not end", [requirement])
+        ctx.expect(cursor is not None, f"{path}: a page with has_more true has no next_cursor to go on from", requirement)
+    raise CheckFailed(f"{path}: pagination did not end within {MAX_LISTING_PAGES} pages", [requirement])
+
+
+def listing_rule(path: str) -> str:
+    return "LIST-SESSIONS-001" if path == "/sessions" else "LIST-DESCENDANTS-001"
+
+
+@setup_step("LIST-SESSIONS-001", "LIST-DESCENDANTS-001")
+def listed_access(ctx: CheckContext, client: ApiClient, sid: str, path: str = "/sessions") -> str | None:
+    """The `access` a listing gives the session, or None when the listing leaves it out."""
+    found: str | None = None
+    for page in listing_pages(ctx, client, path, ctx.limits["max_page_size"], listing_rule(path)):
+        for item in page["sessions"]:
+            if item["session"]["session_id"] == sid:
+                found = item["access"]
+    return found
+
+
+@setup_step("LIST-SESSIONS-001", "LIST-DESCENDANTS-001")
+def issued_cursor(ctx: CheckContext, client: ApiClient, path: str) -> str:
+    """A cursor the listing at `path` issues to `client`: the `next_cursor` of its first page of
+    limit 1, for a listing that holds more than one session (so more follow that page)."""
+    response = client.get(path, params={"limit": 1})
+    ctx.expect_status(response, 200, None, listing_rule(path))
+    page = response.json()
+    ctx.expect(
+        page["has_more"] is True and page["next_cursor"] is not None,
+        f"{path}: the first page of limit 1 of a listing of more than one session gives has_more "
+        f"{page['has_more']!r} and next_cursor {page['next_cursor']!r}",
+        listing_rule(path),
+    )
+    return page["next_cursor"]  # type: ignore[no-any-return]
+
+
+def walk_listing(ctx: CheckContext, client: ApiClient, path: str, limit: int, requirement: str) -> list[dict[str, Any]]:
+    """Every item of a listing, page by page (listing_pages)."""
+    return [item for page in listing_pages(ctx, client, path, limit, requirement) for item in page["sessions"]]
 
 
 @dataclass
