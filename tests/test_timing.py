@@ -30,7 +30,6 @@ TIMING_CHECKS = ("leases.lease_expires", "fork.key_lifetime")
 TIMING_MUTANTS = {  # mutant -> the requirement its timing check must fail
     "leases_never_expire": "LEASE-EXPIRY-001",
     "leases_expire_early": "LEASE-EXPIRY-001",
-    "idempotency_keys_never_expire": "FORK-IDEMPOTENT-MISMATCH-001",
     "idempotency_keys_expire_early": "FORK-IDEMPOTENT-001",
 }
 RUNS = 10

@@ -141,22 +141,6 @@ def quoted_key_keeps_its_quotes(settings: Settings) -> ASGIApp:
 
 
 # ---------------------------------------------------------------- key lifetime
-@mutant("FORK-IDEMPOTENT-MISMATCH-001", select=("fork.key_lifetime",),
-        description="Idempotency keys are kept forever, though the server advertises a 2-second lifetime")
-def idempotency_keys_never_expire(settings: Settings) -> ASGIApp:
-    from dataclasses import replace as replaced
-
-    from reference_impl.store.rows import IdempotencyRow
-
-    class Tx(Transaction):
-        def idempotency(self, principal: str, key: str) -> IdempotencyRow | None:
-            row = super().idempotency(principal, key)
-            return None if row is None else replaced(row, expires_at="9999-12-31T23:59:59.999999Z")
-
-    short = replaced(settings, limits=replaced(settings.limits, idempotency_key_lifetime_seconds=2))
-    return app_with_transaction(short, Tx)
-
-
 @mutant("FORK-IDEMPOTENT-001", select=("fork.key_lifetime",),
         description="Idempotency keys are forgotten after half the advertised 2-second lifetime")
 def idempotency_keys_expire_early(settings: Settings) -> ASGIApp:
