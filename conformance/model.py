@@ -136,11 +136,3 @@ class LineageModel:
         if not all(self.has_role(principal, ancestor) for ancestor in self.ancestors(session_id)):
             return 403
         return 200
-
-    def fork_refusal(self, session_id: str, principal: str) -> str | None:
-        """The problem kind a fork by `principal` must answer, before the cut is looked at."""
-        session = self.sessions[session_id]
-        if session.deleted and session.owner == principal:
-            return "session-deleted"
-        status = self.read_status(session_id, principal)
-        return {404: "not-found", 403: "ancestor-not-readable"}.get(status)

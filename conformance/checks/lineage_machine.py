@@ -18,12 +18,16 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, multiple, precondition, rule
 
+from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
 from conformance.model import LineageModel
+from conformance.registry import setup_step
+from conformance.response import describe
 
 
 KIND_STATUS = {
+    "precondition-failed": 412,
     "unknown-turn": 422,
     "turn-in-progress": 409,
     "turn-incomplete": 409,
@@ -32,12 +36,36 @@ KIND_STATUS = {
     "ancestor-not-readable": 403,
     "session-deleted": 409,
 }
-# Which rule a refused read or fork follows, for the failure message.
+# Which rule a refused read of a transcript follows.
 REFUSAL_RULE = {
     "not-found": "AUTH-HIDE-001",
     "ancestor-not-readable": "AUTH-LINEAGE-READ-001",
-    "session-deleted": "DEL-FORK-001",
 }
+CUT_RULE = {"through": "FORK-CUT-THROUGH-001", "before": "FORK-CUT-BEFORE-001", "latest": "FORK-CUT-LATEST-001"}
+Refusal = tuple[str, str]  # (problem kind, the rule whose text gives that answer)
+
+
+def refused(ctx: CheckContext, response: Response, applicable: list[Refusal], what: str) -> None:
+    """A request that meets the conditions of the refusals in `applicable` (in the order of
+    ERR-PRECEDENCE-001's table) gets the first one. Another of them fails the precedence, not the rule
+    that answer follows; an answer that is none of them fails every rule in `applicable`."""
+    first = applicable[0][0]
+    if response.status == KIND_STATUS[first] and response.problem_type == f"urn:session-lineage:problem:{first}":
+        return
+    given = [kind for kind, _ in applicable[1:]
+             if response.status == KIND_STATUS[kind] and response.problem_type == f"urn:session-lineage:problem:{kind}"]
+    if given:
+        raise CheckFailed(f"{what} meets the conditions of {', '.join(k for k, _ in applicable)}: {describe(response.exchange)}; "
+                          f"the first that applies is {first}", ["ERR-PRECEDENCE-001"], response.exchange)
+    ctx.expect_status(response, KIND_STATUS[first], first, *dict.fromkeys(rule for _, rule in applicable))
+
+
+@setup_step("LIN-SUMMARY-001")
+def read_session(ctx: CheckContext, client: ApiClient, sid: str) -> Response:
+    """`GET /sessions/{id}` of a session the caller owns and has not deleted: 200 (LIN-SUMMARY-001)."""
+    read = client.get(f"/sessions/{sid}")
+    ctx.expect_status(read, 200, None, "LIN-SUMMARY-001")
+    return read
 
 
 def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
@@ -152,27 +180,41 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
             cut: dict[str, Any] = {"mode": mode}
             if mode != "latest":
                 cut["turn_id"] = self._pick_turn(source, pick, foreign)
-            refusal = self.model.fork_refusal(source, who) if sharing else None
             expected = self.model.cut_prefix(source, cut)
-            if self.model.sessions[source].depth + 1 > max_depth:  # checked before the cut (ERR-PRECEDENCE-001)
-                expected = "depth-exceeded"
+            applicable = self._fork_refusals(source, who, expected)
             response = ctx.fork(source, cut, client=clients[who])
-            if refusal is not None:
-                ctx.expect_status(response, KIND_STATUS[refusal], refusal, REFUSAL_RULE[refusal])
-                return multiple()
-            if isinstance(expected, str):
-                ctx.expect_status(response, KIND_STATUS[expected], expected)
+            if applicable:
+                refused(ctx, response, applicable, f"a fork of {source} by {who} with cut {cut}")
                 return multiple()
             body = ctx.forked(response)
             ctx.expect(
                 body["lineage"]["inherited_turn_count"] == len(expected),
                 f"fork of {source} with cut {cut}: inherited {body['lineage']['inherited_turn_count']} turns, "
                 f"the model says {len(expected)}",
+                "FORK-CREATE-001", CUT_RULE[mode],
             )
             child = body["session"]["session_id"]
             self.model.fork(source, child, expected, owner=who)
             self._compare(child, None, who)
             return child
+
+        def _fork_refusals(self, source: str, who: str, cut: list[Any] | str) -> list[Refusal]:
+            """Every refusal whose condition a fork meets, in ERR-PRECEDENCE-001's order: no role on
+            the source or a deleted one (404), the owner's deleted source (409), an ancestor it may
+            not read (403), the depth, then the cut."""
+            session, found = self.model.sessions[source], []
+            if sharing:
+                if not self.model.has_role(who, session) or (session.deleted and session.owner != who):
+                    found.append(("not-found", "DEL-FORK-001" if session.deleted else "AUTH-HIDE-001"))
+                elif session.deleted:
+                    found.append(("session-deleted", "DEL-FORK-001"))
+                if not all(self.model.has_role(who, a) for a in self.model.ancestors(source)):
+                    found.append(("ancestor-not-readable", "AUTH-FORK-001"))
+            if session.depth + 1 > max_depth:
+                found.append(("depth-exceeded", "FORK-DEPTH-001"))
+            if isinstance(cut, str):
+                found.append((cut, "FORK-CUT-UNKNOWN-001" if cut == "unknown-turn" else "FORK-INCOMPLETE-001"))
+            return found
 
         if reverts:
 
@@ -196,28 +238,30 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                     self.fork(sid, "latest", 0, False, who)  # a fork taken before the revert
                 own = [turn.turn_id for turn in session.own if turn.status != "running"]
                 target = self._pick_turn(sid, pick, True) if choice == 1 or not own else own[pick % len(own)]
-                read = owner.get(f"/sessions/{sid}")
-                ctx.expect_status(read, 200)
-                tag = read.header("ETag") or ""
-                if choice == 0:
-                    tag = '"stale-' + tag.strip('"') + '"'
-                response = owner.post(f"/sessions/{sid}/revert", json={"turn_id": target}, headers={"If-Match": tag})
+                tag = read_session(ctx, owner, sid).header("ETag")
+                ctx.expect(tag is not None and len(tag) >= 2 and tag[0] == tag[-1] == '"', f"GET /sessions/{sid} answered ETag {tag!r}, not a strong entity tag", "REVERT-ETAG-001")
+                sent = '"stale-' + str(tag).strip('"') + '"' if choice == 0 else str(tag)
+                response = owner.post(f"/sessions/{sid}/revert", json={"turn_id": target}, headers={"If-Match": sent})
+                if choice != 0 and response.status == 412:  # the tag just read: a tag that changes by itself, or a bad compare
+                    again = read_session(ctx, owner, sid).header("ETag")
+                    raise CheckFailed(f"{describe(response.exchange)}: refused If-Match {tag}, the ETag GET /sessions/{sid} answered "
+                                      f"just before (and {again} after)", ["REVERT-CAS-001"] if again == tag else
+                                      ["REVERT-ETAG-001", "REVERT-CAS-001"], response.exchange)
+                applicable = [("precondition-failed", "REVERT-CAS-001")] if choice == 0 else []
+                applicable += [("turn-in-progress", "REVERT-001")] if session.running is not None else []
+                applicable += [("unknown-turn", "REVERT-001")] if target not in [t.turn_id for t in session.own] else []
                 child = None
-                if choice == 0:
-                    ctx.expect_status(response, 412, "precondition-failed", "REVERT-CAS-001")
+                if applicable:
+                    refused(ctx, response, applicable, f"a revert of {sid} to {target}")
                 else:
-                    refusal = self.model.revert_refusal(sid, target)
-                    if refusal is not None:
-                        ctx.expect_status(response, KIND_STATUS[refusal], refusal, "REVERT-001")
-                    else:
-                        ctx.expect_status(response, 200, None, "REVERT-001")
-                        self.model.revert(sid, target)
-                        if pick % 3 == 0 and session.depth < max_depth:
-                            self.write(sid, "user", 1, True)
-                            child = self.fork(sid, "latest", 0, False, who)
-                self._compare(sid, None, who, "REVERT-EFFECTIVE-001")
+                    ctx.expect_status(response, 200, None, "REVERT-001")
+                    self.model.revert(sid, target)
+                    if pick % 3 == 0 and session.depth < max_depth:
+                        self.write(sid, "user", 1, True)
+                        child = self.fork(sid, "latest", 0, False, who)
+                self._compare(sid, None, who, also=("REVERT-EFFECTIVE-001",))
                 for descendant in self._descendants(sid):
-                    self._compare(descendant, None, self.model.sessions[descendant].owner, "REVERT-FORKS-001")
+                    self._compare(descendant, None, self.model.sessions[descendant].owner, also=("REVERT-FORKS-001",))
                 return child if isinstance(child, str) else multiple()
 
         def _pick_turn(self, source: str, pick: int, foreign: bool) -> str:
@@ -321,7 +365,10 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                 for who in principals:
                     self._compare(sid, None, who)
 
-        def _compare(self, sid: str, limit: int | None, who: str = "alice", refusal_rule: str | None = None) -> None:
+        def _compare(self, sid: str, limit: int | None, who: str = "alice", refusal_rule: str | None = None,
+                     also: tuple[str, ...] = ()) -> None:
+            """A transcript read as the model says: refused (by `refusal_rule`, else the rule of the
+            refusal), or the model's records (XS-EFFECTIVE-001 and the rules in `also`)."""
             status = self.model.read_status(sid, who)
             if status != 200:
                 kind = "not-found" if status == 404 else "ancestor-not-readable"
@@ -329,7 +376,7 @@ def build_machine(ctx: CheckContext) -> type[RuleBasedStateMachine]:
                 response = clients[who].get(f"/sessions/{sid}/transcript", params={"limit": limit})
                 ctx.expect_status(response, status, kind, rule)
                 return
-            rules = ["XS-EFFECTIVE-001"]
+            rules = ["XS-EFFECTIVE-001", *also]
             if any(ancestor.deleted for ancestor in self.model.ancestors(sid)):
                 rules.append("DEL-DESCENDANTS-001")
             if who != self.model.sessions[sid].owner:

@@ -24,13 +24,17 @@ from conformance.checks.leases import hold_ttl
 from conformance.client import ApiClient, Response
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed, NotVerified
-from conformance.registry import check
+from conformance.registry import check, setup_step
 from conformance.response import describe
 
 STATES_DIR = Path(fixtures.__file__).resolve().parent / "states"
 PROBLEM = "urn:session-lineage:problem:"
 PLACEHOLDER = re.compile(r"\{([a-z_]+)(?::([A-Za-z_]+))?\}")
 SHORTEST_LEASE = 1  # seconds: the smallest ttl LEASE-ACQUIRE-001 lets every server grant
+# The core rules a state's steps rely on (creating the session, starting, appending to and finishing a
+# turn, forking it) that a table needing a capability does not declare: a step that fails cites its own
+# rule through the set-up step `stepped`, never a row's rule (registry.py (c)).
+STEP_RULES = ("SESS-CREATE-001", "SESS-TURN-001", "SESS-RECORD-APPEND-001", "SESS-TURN-FINISH-001", "FORK-CREATE-001")
 
 Table = dict[str, Any]
 Step = dict[str, Any]
@@ -53,6 +57,31 @@ def requirements_of(name: str) -> tuple[str, ...]:
     steps = [step for state in table["states"].values() for step in state.get("steps", [])]
     relied_on = [r for step in steps for r in step.get("requirements", []) if not table["needs"] or capability.get(r) in table["needs"]]
     return tuple(dict.fromkeys([*(r for row in table["rows"] for r in row["requirements"]), *relied_on]))
+
+
+def step_rules(name: str) -> list[str]:
+    """The rules of a table's steps that its check can cite neither as declared nor through
+    `stepped`: a defect of the table (none may exist; run_table refuses such a table)."""
+    table, declared = load_table(name), requirements_of(name)
+    steps = [step for state in table["states"].values() for step in state.get("steps", [])]
+    return sorted({r for step in steps for r in step.get("requirements", []) if r not in declared and r not in STEP_RULES})
+
+
+@setup_step(*STEP_RULES)
+def stepped(ctx: CheckContext, response: Response, step: Step, rules: list[str]) -> dict[str, Any]:
+    """A step that builds a row's state: its status, then the values it saves; anything else fails
+    the rules the step relies on (`rules`), not the row's."""
+    ctx.expect_status(response, step["expect"], None, *rules)
+    saved: dict[str, Any] = {}
+    for name, path in step.get("save", {}).items():
+        found: Any = response.json()
+        for key in path:
+            if not isinstance(found, (dict, list)) or (isinstance(found, dict) and key not in found) \
+                    or (isinstance(found, list) and not (isinstance(key, int) and -len(found) <= key < len(found))):
+                raise CheckFailed(f"{describe(response.exchange)}: the answer holds no {'.'.join(map(str, path))}", rules)
+            found = found[key]
+        saved[name] = found
+    return saved
 
 
 def state_steps(table: Table, name: str) -> list[Step]:
@@ -147,17 +176,10 @@ class RowRun:
         return timing.timed(lambda: client.request(method, path, **kwargs))
 
     def step(self, step: Step) -> None:
-        """One request that builds the state: anything but its status fails the rule the step relies
-        on, or the row's rules when that rule is not the check's to cite."""
+        """One request that builds the state: anything but its status fails the rules the step relies
+        on (declared by the check, or a core rule of STEP_RULES), never the row's."""
         response, stamp = self.send(step["request"])
-        declared = requirements_of(self.table_name)
-        cited = [r for r in step["requirements"] if r in declared] or self.requirements  # the row's, when undeclared
-        self.ctx.expect_status(response, step["expect"], None, *cited)
-        for name, path in step.get("save", {}).items():
-            found: Any = response.json()
-            for key in path:
-                found = found[key]
-            self.bindings[name] = found
+        self.bindings.update(stepped(self.ctx, response, step, list(step["requirements"])))
         if "clock" in step:
             self.clocks[step["clock"]["name"]] = Clock(stamp, float(self.value(step["clock"]["seconds"])))
 
@@ -197,7 +219,10 @@ class RowRun:
         elif problem is not None and response.problem_type != PROBLEM + problem:
             wrong = f"expected problem type {problem}, got {response.problem_type}"
         elif "body" in expect:
-            body = response.json() if response.content else None
+            try:
+                body = response.json() if response.content else None
+            except CheckFailed:  # not JSON: it holds none of the members
+                body = None
             expected = self.resolve(expect["body"])
             if CheckContext.known(body, expected) != expected:
                 wrong = f"expected members {json.dumps(expected)}, got {json.dumps(CheckContext.known(body, expected))}"
@@ -221,6 +246,8 @@ class RowRun:
 def run_table(ctx: CheckContext, name: str, clients: dict[str, ApiClient]) -> None:
     """Every row of a table (its check needs what the table needs); all wrong answers together."""
     table = load_table(name)
+    if step_rules(name):
+        raise ValueError(f"fixtures/states/{name}.json: steps rely on {step_rules(name)}, which its check can cite neither as declared nor as a set-up step")
     base = {"short_ttl": SHORTEST_LEASE, "hold_ttl": hold_ttl(ctx)} if ctx.has("writer-lease") else {}
     runs = [RowRun(ctx, name, row, clients, dict(base)) for row in table["rows"]]
     waiting = [run for run in runs if run.waits]

@@ -24,6 +24,12 @@ REQUIREMENTS = (
     "REVERT-EFFECTIVE-001",
     "REVERT-FORKS-001",
     "TURN-IDEM-001",
+    # Which of several refusals a fork or a revert meets comes first (the model computes every one):
+    # the depth before the cut, access before both, a stale ETag before the revert's own refusals.
+    "FORK-DEPTH-001",
+    "ERR-PRECEDENCE-001",
+    # The ETag a revert is sent with: the one GET /sessions/{id} shows, strong and current.
+    "REVERT-ETAG-001",
     # What the model also decides, and the machine fails by name: refusals of reverts, and with
     # `sharing` grants, revocations, deletions and the reads they change.
     "FORK-CREATE-001",
@@ -37,6 +43,7 @@ REQUIREMENTS = (
     "DEL-SOFT-001",
     "DEL-FORK-001",
     "DEL-DESCENDANTS-001",
+    "AUTH-FORK-001",
 )
 
 

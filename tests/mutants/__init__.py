@@ -24,7 +24,7 @@ MUTANT_MODULES = (
     "core", "sessions", "fork_cuts", "fork_targets", "fork_idempotency", "reads", "errors", "leases", "diagnostics", "authorization", "context", "suspend", "rollout",
     "turn_writes", "revert", "legacy_import", "export", "mutations", "listing_order", "three_state",
     "rewind_clear", "attachment_copies", "state_matrix", "access_orders",
-    "hidden_sessions", "precedence",
+    "hidden_sessions", "precedence", "audit_authorization", "audit_states",
 )
 
 
