@@ -184,7 +184,7 @@ def describe(profile: ProfileResult, limit: int = 3, stated: dict[str, str] | No
     if earlier:
         reasons.append(f"the failures of {', '.join(earlier)}")
     if profile.undetermined_requirements:
-        reasons.append(f"{_listed(profile.undetermined_requirements, limit)} without a verdict (the suite erred)")
+        reasons.append(f"{_listed(profile.undetermined_requirements, limit)} without a verdict (a check erred, or stopped at another rule's failure first)")
     for req in profile.failed_requirements + (profile.not_verified_requirements if profile.strict else []):
         stated.setdefault(req, profile.name)
     return ", ".join(reasons)

@@ -141,6 +141,7 @@ def test_a_shallow_lineage_reaches_the_depth_and_passes(tmp_path: Any) -> None:
     assert not not_passing(result)
 
 
+@pytest.mark.deep  # 40 s: the state machine needs its pinned seed's 30 runs to reach the refusal
 def test_a_fork_that_resolves_its_cut_before_the_depth_fails_the_precedence_only(tmp_path: Any) -> None:
     result = run_variant(audit_states.cut_before_depth, tmp_path, seed=SEED, select=["stateful"], stateful_examples=30)
     assert all(c.outcome is not Outcome.ERROR for c in result.checks), [c.message for c in result.checks]

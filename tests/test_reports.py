@@ -611,7 +611,7 @@ def test_markdown_header_tables_and_other_sections(result: RunResult) -> None:
     assert "### Not verifiable in this run (1)" in markdown and "leases last at least 600 s" in markdown
     assert "### Out of scope (1)" in markdown and "outside the claimed core@1.0.0" in markdown
     assert "claim core@1.0.0 (configuration)" in markdown
-    assert "| core | 1.0.0 | yes | not reached | FORK-IDEMPOTENT-001 failed, TRN-PAGE-001 without a verdict (the suite erred) |" in markdown
+    assert "| core | 1.0.0 | yes | not reached | FORK-IDEMPOTENT-001 failed, TRN-PAGE-001 without a verdict (a check erred, or stopped at another rule's failure first) |" in markdown
     assert "| full | 1.0.0 |  | not reached | writer-lease missing, FORK-IDEMPOTENT-001 failed |" in markdown
     assert "### Not verifiable by the suite (1)" in markdown
     assert "- `DEPLOY-MULTI-PROCESS-001` (MUST): Guarantees hold across processes: not verifiable by the suite" in markdown
@@ -682,7 +682,7 @@ def test_console_prints_table_failures_and_replay_hint(result: RunResult) -> Non
     assert "note: transcript checks could not reach the target" in output
     assert "not verifiable by the suite (deployment-only): DEPLOY-MULTI-PROCESS-001" in output
     assert (
-        "profiles at 1.0.0: core (claimed) not reached: FORK-IDEMPOTENT-001 failed, TRN-PAGE-001 without a verdict (the suite erred) · "
+        "profiles at 1.0.0: core (claimed) not reached: FORK-IDEMPOTENT-001 failed, TRN-PAGE-001 without a verdict (a check erred, or stopped at another rule's failure first) · "
         "full not reached: writer-lease missing, the failures of core"
     ) in output
     assert "left behind: 2 sessions with prefix slc-0000-" in output

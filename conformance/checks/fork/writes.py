@@ -25,7 +25,7 @@ SIZED_RECORD_OVERHEAD = 64  # bytes of a record's content around its padding, ke
 def header_count(response: Response, header: str, requirement: str) -> int:
     """A diagnostics header's count: a non-negative integer, or the check fails `requirement`."""
     value = response.header(header)
-    if value is None or not value.strip().isdigit():
+    if value is None or not (value.strip().isascii() and value.strip().isdigit()):  # '²' is a digit to isdigit()
         raise CheckFailed(
             f"{response.exchange.method} {response.exchange.url} answered {response.status} with header "
             f"{header} {'missing' if value is None else repr(value)}; expected a non-negative integer",
