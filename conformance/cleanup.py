@@ -25,6 +25,7 @@ from urllib.parse import quote
 import httpx
 
 import spec
+from conformance.client import tls
 from conformance.results import Cleanup, Exchange
 
 _CREATES = re.compile(r"^/sessions(?:/[^/]+/fork)?/?$")
@@ -223,7 +224,7 @@ def verify_by_listing(
     recorded = set(cleanup.sessions)
     names = [f"principal-{n + 1}" for n in range(len(tokens))]
     try:
-        with httpx.Client(timeout=timeout) as http:
+        with httpx.Client(timeout=timeout, verify=tls()) as http:
             principals = [_Principal(http, target, token, name) for token, name in zip(tokens, names)]
             found = _listing(principals, cleanup.prefix, recorded)
             seen = list(dict.fromkeys(sid for sid, _ in found))

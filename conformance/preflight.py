@@ -17,7 +17,7 @@ import httpx
 
 import spec
 from conformance import otlp
-from conformance.client import new_traceparent
+from conformance.client import new_traceparent, tls
 from conformance.config import Config, ConfigError, ExpectedFailure, load_expected_failures
 from conformance.counts import source_name
 from conformance.counts import sources as round_trip_sources
@@ -63,7 +63,7 @@ def run_preflight(
     are the checks that will run (registry.Check), whose principals the `roles` item counts.
     """
     state = Preflight()
-    with httpx.Client(timeout=config.timeout) as http:
+    with httpx.Client(timeout=config.timeout, verify=tls()) as http:
         probe = _Probe(config, http, state)
         probe.selected = selected
         for name in ITEM_NAMES:

@@ -18,7 +18,7 @@ import httpx
 
 import fixtures
 from conformance.checks.contention import rounds
-from conformance.client import ApiClient, Response
+from conformance.client import ApiClient, Response, tls
 from conformance.context import CheckContext
 from conformance.errors import CheckFailed
 from conformance.registry import check, setup_step
@@ -260,7 +260,7 @@ def resume_after_interruption(ctx: CheckContext) -> None:
     data2, expected2 = build(ctx, "valid", ids2)
     started = threading.Event()
     auth = {"Authorization": f"Bearer {ctx.alice.token}"} if ctx.alice.token else {}
-    with httpx.Client(base_url=ctx.alice.base_url, headers=auth, timeout=30) as raw:
+    with httpx.Client(base_url=ctx.alice.base_url, headers=auth, timeout=30, verify=tls()) as raw:
         try:
             raw.post("/imports", content=_interrupted(data2, len(data2) // 2, started), headers={"Content-Type": MEDIA_TYPE})
         except Exception:  # noqa: BLE001 - the client gives up on the upload, as a broken connection does

@@ -21,7 +21,7 @@ from conformance.checks.legacy_import import (
     upload,
 )
 from conformance.checks.probes import probes
-from conformance.client import Response
+from conformance.client import Response, tls
 from conformance.context import CheckContext
 from conformance.errors import NotVerified, Unsupported
 from conformance.registry import check
@@ -145,7 +145,7 @@ def _claimed_while_held(ctx: CheckContext) -> bool:
     auth = {"Authorization": f"Bearer {ctx.alice.token}"} if ctx.alice.token else {}
 
     def continue_slowly() -> None:  # the history grown by its next turns, held open after one more line
-        with httpx.Client(base_url=ctx.alice.base_url, headers=auth, timeout=HELD_SECONDS * 2) as raw:
+        with httpx.Client(base_url=ctx.alice.base_url, headers=auth, timeout=HELD_SECONDS * 2, verify=tls()) as raw:
             cut = len(prefix) + len(lines[3])
             answers.append(raw.post("/imports", content=_held_open(data, cut, release), headers={"Content-Type": MEDIA_TYPE}).status_code)
 
