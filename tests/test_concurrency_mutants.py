@@ -28,7 +28,7 @@ CONCURRENCY_MUTANTS = {
     "session_created_twice": ("sessions.concurrent_creates", "SESS-ID-CONFLICT-001"),
     "turn_slot_checked_then_taken": ("sessions.concurrent_turn_starts", "SESS-TURN-SINGLE-001"),
     "turn_finished_twice": ("sessions.concurrent_finishes", "SESS-TURN-FINISH-001"),
-    "one_request_slot_checked_then_taken": ("turn_writes.concurrent_one_request_turns", "SESS-TURN-SINGLE-001"),
+    "one_request_slot_checked_then_taken": ("turn_writes.concurrent_one_request_turns", "TURN-WRITE-001"),
     "turn_key_checked_then_written": ("turn_writes.concurrent_identical_turn_writes", "TURN-IDEM-CONCURRENT-001"),
     "revert_checked_then_swapped": ("revert.concurrent_reverts", "REVERT-CONCURRENT-001"),
     "recover_checked_then_resumed": ("suspend.concurrent_recovers", "SUSPEND-RECOVER-CONCURRENT-001"),

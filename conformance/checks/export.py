@@ -356,12 +356,10 @@ VECTORS = Path(fixtures.__file__).resolve().parent / "export" / "positions.json"
 
 
 class PositionCase(CaseRun):
-    """A case of fixtures/export: the lineage vectors' steps, then every session's effective turns
-    (by position and in the export) and its effective transcript (in the export)."""
+    """A case of fixtures/export: a lineage built as set-up (`build`), then read whole and by position."""
 
     def run(self) -> None:
-        for step in self.case["steps"]:
-            getattr(self, f"op_{step['op']}")(step)
+        self.build()
         for name, want in self.case["expect"].items():
             sid = self.sessions[name]
             turns = [self.turns[turn] for turn in want["turns"]]
@@ -380,8 +378,12 @@ class PositionCase(CaseRun):
                     got_id = body["turn"].get("turn_id")
                     self.ctx.expect(got_id == turn_id, f"{name} position {position}: turn {self.names([got_id])}, expected "
                                     f"{want['turns'][position - 1]}", "TURN-POS-READ-001")
-                beyond = turn_at(self.ctx, sid, len(turns) + 1)
-                self.ctx.expect_status(beyond, 404, "not-found", "TURN-POS-RANGE-001")
+                self.ctx.expect_status(turn_at(self.ctx, sid, len(turns) + 1), 404, "not-found", "TURN-POS-RANGE-001")
+
+    @setup_step("FORK-CREATE-001", "FORK-CUT-BEFORE-001", "FORK-CUT-LATEST-001", "FORK-CUT-THROUGH-001", "FORK-TARGET-001")
+    def build(self) -> None:
+        for step in self.case["steps"]:
+            getattr(self, f"op_{step['op']}")(step)
 
     def names(self, turn_ids: list[Any]) -> list[str]:
         back = {tid: name for name, tid in self.turns.items()}
