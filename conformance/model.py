@@ -65,15 +65,6 @@ class LineageModel:
     def turn(self, session_id: str, turn_id: str) -> ModelTurn:
         return next(t for t in self.sessions[session_id].own if t.turn_id == turn_id)
 
-    def revert_refusal(self, session_id: str, turn_id: str) -> str | None:
-        """The problem kind a revert (with the current ETag) must answer, or None."""
-        session = self.sessions[session_id]
-        if session.running is not None:
-            return "turn-in-progress"
-        if turn_id not in [turn.turn_id for turn in session.own]:
-            return "unknown-turn"  # inherited, reverted already, of another session, or unknown
-        return None
-
     def revert(self, session_id: str, turn_id: str) -> list[ModelTurn]:
         """Undo the session to just before its own turn `turn_id`; the turns taken out. Forks keep
         the turn objects they froze, so they do not change."""

@@ -135,3 +135,17 @@ def test_listing_cost_leaves_an_empty_descendants_page_to_the_bound(tmp_path: An
 
     check = one_check(reference(tmp_path, rewrite), "diagnostics.listing_cost_by_depth")
     assert check.outcome is Outcome.PASS, check.message
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", " 3x", "-1"])
+def test_a_count_header_that_is_no_ascii_integer_fails_its_rule_instead_of_crashing(value: str) -> None:
+    """`str.isdigit` takes '²' and Arabic-Indic digits, which `int` then refuses or reads: both fail the rule."""
+    from conformance.counts import header_round_trips
+    from conformance.errors import CheckFailed
+    from conformance.response import Response
+    from conformance.results import Exchange
+
+    answer = Response(Exchange("GET", "http://target/sessions/s", {}, None, 200, {"storage-round-trips": value}, b"{}"))
+    with pytest.raises(CheckFailed) as failed:
+        header_round_trips(answer)
+    assert failed.value.requirements == ["DIAG-HEADER-001"]
