@@ -17,6 +17,7 @@ the effective turn and record counts are known before anything else is read.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -176,13 +177,17 @@ class ExportService(ChapterService):
             if seen != turn_total:  # the chain counted them in the same snapshot: only a purge race
                 raise RecordsUnavailable(f"session {session_id} lost effective turns while it was read")
             yield b'],"records":['
-            expected = _expected(segments)
+            position = _positions(segments)
             seen = 0
             if records is not None:
                 for rows in records.batches():
-                    for ordinal, index, _ in rows:
-                        if next(expected, None) != (ordinal, index):
-                            raise _missing(segments, ordinal, index)
+                    # The rows come in (ordinal, index) order, each within its segment's range and
+                    # unique (the key): the batch holds exactly the next expected records if its
+                    # last row is the one expected at its place. Else the first row out of place
+                    # is named.
+                    last = seen + len(rows) - 1
+                    if last >= record_total or tuple(rows[-1][:2]) != position(last):
+                        raise _out_of_place(segments, rows, seen, position)
                     yield _joined(rows, seen == 0)
                     seen += len(rows)
             if seen != record_total:
@@ -207,12 +212,29 @@ def _coalesced(parts: Iterator[bytes], size: int) -> Iterator[bytes]:
         yield b"".join(pending)
 
 
-def _expected(segments: list[Segment]) -> Iterator[tuple[int, int]]:
-    """(segment ordinal, record index) of every record an export of the segments holds, in order."""
-    for ordinal, segment in enumerate(segments):
+def _positions(segments: list[Segment]) -> Callable[[int], tuple[int, int]]:
+    """(segment ordinal, record index) of the n-th record (from 0) an export of the segments holds."""
+    starts = [0]
+    for segment in segments:
         assert segment.upto is not None
-        for index in range(segment.after + 1, segment.upto + 1):
-            yield ordinal, index
+        starts.append(starts[-1] + segment.upto - segment.after)
+
+    def position(n: int) -> tuple[int, int]:
+        ordinal = bisect_right(starts, n) - 1
+        return ordinal, segments[ordinal].after + 1 + n - starts[ordinal]
+
+    return position
+
+
+def _out_of_place(
+    segments: list[Segment], rows: list[Any], seen: int, position: Callable[[int], tuple[int, int]]
+) -> RecordsUnavailable:
+    """The 503 of a batch of records that is not the next expected records: its first row out of place."""
+    total = sum(segment.upto - segment.after for segment in segments if segment.upto is not None)
+    for offset, (ordinal, index, _) in enumerate(rows):
+        if seen + offset >= total or position(seen + offset) != (ordinal, index):
+            return _missing(segments, ordinal, index)
+    return _missing(segments, None, None)
 
 
 def _missing(segments: list[Segment], ordinal: int | None, index: int | None) -> RecordsUnavailable:

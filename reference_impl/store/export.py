@@ -16,9 +16,10 @@ from functools import lru_cache
 from typing import Any
 
 import orjson
-from sqlalchemy import select, text
+from sqlalchemy import column, select, text
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.selectable import TextualSelect
 
 from reference_impl import diagnostics
 from reference_impl.principals import public_id
@@ -55,36 +56,60 @@ def _plain(expression: str) -> str:
     return f"""'"' || {expression} || '"'"""
 
 
+# The columns of a documents statement, declared so SQLAlchemy builds its result metadata once.
+DOCUMENT_COLUMNS = (column("o"), column("i"), column("doc"))
+
+
 @lru_cache(maxsize=64)
-def _turn_documents_sql(dialect: str, spans: int) -> TextClause:
+def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
     """The turns of `spans` (session, first, last) ranges as JSON documents (views.turn), in order."""
-    q = lambda expression: _quote(dialect, expression)  # noqa: E731
+    if dialect == "sqlite":  # one printf call per row: a third faster than a chain of `||`
+        doc = lambda n: (  # noqa: E731
+            """printf('{"turn_id":%s,"session_id":%s,"role":"%s","index":%d,"status":"%s","""
+            """"created_at":"%s","finished_at":%s}', """
+            f"json_quote(substr(turn_id, CAST(:k{n} AS INTEGER))), :p{n}, role, turn_index, status, created_at, "
+            f"""COALESCE('"' || finished_at || '"', 'null'))"""
+        )
+    else:
+        q = lambda expression: _quote(dialect, expression)  # noqa: E731
+        doc = lambda n: (  # noqa: E731
+            f"""'{{"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"session_id":' || :p{n} || """
+            f"""',"role":' || {_plain("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
+            f"""',"status":' || {_plain("status")} || ',"created_at":' || {_plain("created_at")} || """
+            f"""',"finished_at":' || COALESCE({_plain("finished_at")}, 'null') || '}}'"""
+        )
     branches = " UNION ALL ".join(
-        f"SELECT {n} AS o, turn_index AS i, "
-        f"""'{{"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"session_id":' || :p{n} || """
-        f"""',"role":' || {_plain("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
-        f"""',"status":' || {_plain("status")} || ',"created_at":' || {_plain("created_at")} || """
-        f"""',"finished_at":' || COALESCE({_plain("finished_at")}, 'null') || '}}' AS doc FROM turns """
+        f"SELECT {n} AS o, turn_index AS i, {doc(n)} AS doc FROM turns "
         f"WHERE session_id = :s{n} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
-    return text(f"SELECT o, i, doc FROM ({branches}) AS spans ORDER BY o, i")
+    return text(f"SELECT o, i, doc FROM ({branches}) AS spans ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
 
 
 @lru_cache(maxsize=64)
-def _record_documents_sql(dialect: str, segments: int) -> TextClause:
+def _record_documents_sql(dialect: str, segments: int) -> TextualSelect:
     """The records of `segments` bounded ranges as JSON documents (views.record), in order."""
-    q = lambda expression: _quote(dialect, expression)  # noqa: E731
+    if dialect == "sqlite":  # one printf call per row, as for the turns
+        doc = lambda n: (  # noqa: E731
+            """printf('{"record_id":"%s","session_id":%s,"turn_id":%s,"index":%d,"type":%s,"content":%s,"""
+            """"created_at":"%s"}', """
+            f"record_id, :p{n}, json_quote(substr(turn_id, CAST(:k{n} AS INTEGER))), record_index, "
+            "json_quote(record_type), content, created_at)"
+        )
+    else:
+        q = lambda expression: _quote(dialect, expression)  # noqa: E731
+        doc = lambda n: (  # noqa: E731
+            f"""'{{"record_id":' || {_plain("record_id")} || ',"session_id":' || :p{n} || """
+            f"""',"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"index":' || CAST(record_index AS TEXT) || """
+            f"""',"type":' || {q("record_type")} || ',"content":' || content || """
+            f"""',"created_at":' || {_plain("created_at")} || '}}'"""
+        )
     branches = " UNION ALL ".join(
-        f"SELECT {n} AS o, record_index AS i, "
-        f"""'{{"record_id":' || {_plain("record_id")} || ',"session_id":' || :p{n} || """
-        f"""',"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"index":' || CAST(record_index AS TEXT) || """
-        f"""',"type":' || {q("record_type")} || ',"content":' || content || """
-        f"""',"created_at":' || {_plain("created_at")} || '}}' AS doc FROM records """
+        f"SELECT {n} AS o, record_index AS i, {doc(n)} AS doc FROM records "
         f"WHERE session_id = :s{n} AND record_index > :a{n} AND record_index <= :u{n}"
         for n in range(segments)
     )
-    return text(f"SELECT o, i, doc FROM ({branches}) AS segments ORDER BY o, i")
+    return text(f"SELECT o, i, doc FROM ({branches}) AS segments ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
 
 
 class Documents:
@@ -173,7 +198,7 @@ class ExportStatements(Statements):
         return documents
 
 
-def _execute(conn: Connection, query: TextClause, params: dict[str, Any], batch: int) -> Result[Any]:
+def _execute(conn: Connection, query: TextualSelect, params: dict[str, Any], batch: int) -> Result[Any]:
     """Send the statement; with a `batch` its rows stay in the database until fetched (a server-side
     cursor on PostgreSQL; SQLite steps its statement as rows are fetched)."""
     if batch and conn.dialect.name == "postgresql":

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import column, text
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.sql.elements import TextClause
 
@@ -59,6 +59,16 @@ LEFT JOIN session_lineage l ON l.session_id = c.session_id
 LEFT JOIN session_grants g ON g.session_id = c.session_id AND g.principal = :viewer
 ORDER BY c.hops DESC
 """
+).columns(  # its columns in order: SQLAlchemy builds the result's metadata once, not per execution
+    *(
+        column(name)
+        for name in (
+            "hops turn_bound record_bound segments session_id owner name description created_at depth "
+            "turn_count record_count running_turn_id deleted_at child_count version revision own_segments "
+            "g_role l_parent_session_id l_root_session_id l_depth l_inherited_turn_count l_cutoff_session_id "
+            "l_cutoff_turn_index l_cutoff_record_index l_created_at l_cutoff_segments l_cut_mode l_cut_turn_id"
+        ).split()
+    )
 )
 
 RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, record_type, content, created_at"
