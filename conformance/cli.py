@@ -52,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="run the conformance suite against a target")
     where = check.add_mutually_exclusive_group()
     where.add_argument("--target", help="base URL of the server under test (env SESSION_LINEAGE_TARGET)")
-    where.add_argument("--embedded", action="store_true", help="start the reference server in-process on a temporary SQLite database")
+    where.add_argument("--embedded", action="store_true", help="start the reference server (a child process) on a temporary SQLite database")
     check.add_argument("--embedded-database-url", help="with --embedded: a database for it instead of a temporary SQLite file")
     check.add_argument("--config", help="YAML configuration file (env SESSION_LINEAGE_CONFIG)")
     check.add_argument("--token", action="append", dest="tokens", help="bearer token of one principal; give two or more")
@@ -167,14 +167,13 @@ def _check(args: argparse.Namespace) -> int:
             "otlp_receiver": args.otlp_receiver,
         }
         if args.embedded:
-            from conformance.embedded import embedded_log, reference_server
+            from conformance.embedded import embedded_log, reference_process
 
             where = args.embedded_database_url.split("://")[0] if args.embedded_database_url else "SQLite"
             log = embedded_log()
             console.print(f"[dim]starting the embedded reference server ({where}; its log: {log})…[/dim]", highlight=False)
             traced = _embedded_trace_endpoint(args.config, overrides)
-            tracing = {"otlp_endpoint": traced} if traced else {}
-            server = stack.enter_context(reference_server(args.embedded_database_url, log_file=log, **tracing))
+            server = stack.enter_context(reference_process(args.embedded_database_url, log_file=log, otlp_endpoint=traced))
             overrides.update(target=server.url, tokens=list(server.tokens))
         config = load(args.config, overrides)
         checks = all_checks()

@@ -91,6 +91,7 @@ class ApiClient:
         max_connections: int = 64,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self._base_path = httpx.URL(self.base_url).path.rstrip("/")
         self.token = token
         self.principal = principal
         self.recorder = recorder
@@ -127,9 +128,10 @@ class ApiClient:
             content = jsonlib.dumps(json).encode()
             request_headers["Content-Type"] = "application/json"
         request_headers.update(headers or {})
-        url = self.base_url + path
-        if params:
-            url = str(httpx.URL(url, params={k: v for k, v in params.items() if v is not None}))
+        # Parsed once (httpx's parser walks every character): sent as it is and judged by its path.
+        query = {k: v for k, v in params.items() if v is not None} if params else None
+        target = httpx.URL(self.base_url + path, params=query) if query else httpx.URL(self.base_url + path)
+        url = str(target)
         started = time.perf_counter()
         traced = not (headers and any(name.lower() == "traceparent" for name in headers))
         for attempt in range(READ_RETRIES + 1):
@@ -137,7 +139,7 @@ class ApiClient:
                 request_headers["traceparent"] = new_traceparent()
             try:
                 answer = self._http.request(
-                    method, url, content=content, headers=[*request_headers.items(), *(repeated_headers or [])]
+                    method, target, content=content, headers=[*request_headers.items(), *(repeated_headers or [])]
                 )
             except httpx.TransportError as exc:
                 raise TargetUnreachable(f"{method} {url}: {exc.__class__.__name__}: {exc}") from exc
@@ -159,7 +161,7 @@ class ApiClient:
         )
         self.recorder.add(exchange)
         if validate_response:
-            validate(exchange, httpx.URL(url).path[len(httpx.URL(self.base_url).path.rstrip("/")):] or "/")
+            validate(exchange, target.path[len(self._base_path):] or "/")
         return Response(exchange)
 
     def get(self, path: str, **kwargs: Any) -> Response:

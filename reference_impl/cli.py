@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 EXIT_USAGE = 2  # as the suite's: a usage or configuration error
@@ -41,6 +42,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--otlp-endpoint", default=os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or None, metavar="URL",
         help="export OpenTelemetry traces over OTLP/HTTP to URL, e.g. http://127.0.0.1:4318/v1/traces "
         "(needs pip install -e '.[otel]'; default $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)",
+    )
+    parser.add_argument(
+        "--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+        help="uvicorn's log level; below info, requests are not logged (default info)",
+    )
+    parser.add_argument(
+        "--exit-on-stdin-eof", action="store_true",
+        help="stop when standard input closes: for a program that starts this server as its child, so "
+        "that the server never outlives it",
     )
     parser.add_argument(
         "--legacy", action="store_true",
@@ -111,6 +121,8 @@ def serve(args: argparse.Namespace) -> int:
         otlp_endpoint=args.otlp_endpoint,
     )
     if args.workers > 1:
+        if args.exit_on_stdin_eof:
+            _stop_when_stdin_closes(lambda: os.kill(os.getpid(), signal.SIGTERM))  # the supervisor stops its workers
         from reference_impl.http.factory import settings_to_environment
 
         settings_to_environment(settings)
@@ -120,18 +132,40 @@ def serve(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             workers=args.workers,
-            log_level="info",
+            log_level=args.log_level,
         )
         return 0
     try:
         app = create_app(settings)
     except Exception as exc:  # a database URL the server cannot open: one line, not a traceback
         raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level))
+    if args.exit_on_stdin_eof:
+        _stop_when_stdin_closes(lambda: setattr(server, "should_exit", True))
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+        server.run()
     finally:
         app.state.stop_tracing()  # the last spans leave before the process does
     return 0
+
+
+def _stop_when_stdin_closes(stop: Callable[[], None]) -> None:
+    """Call `stop` (a graceful shutdown: open answers finish, the last spans are sent) once standard
+    input reaches its end, which happens when the parent holding its other end closes it or exits,
+    however it exits."""
+    import threading
+
+    def watch() -> None:
+        # The raw descriptor, not sys.stdin: a thread blocked in a buffered read would hold the
+        # buffer's lock while the interpreter shuts down, which Python reports as a fatal error.
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        stop()
+
+    threading.Thread(target=watch, name="stdin-eof-watch", daemon=True).start()
 
 
 def require_tracing(endpoint: str) -> None:
