@@ -91,6 +91,11 @@ def _parser() -> argparse.ArgumentParser:
         "--keep", action="store_true", default=None,
         help="keep everything the suite creates (by default it is purged at the end when the target offers purge)",
     )
+    check.add_argument(
+        "--serial", action="store_const", const=False, dest="parallel",
+        help="run every check in this process, one at a time (by default the Schemathesis checks run in a "
+        "second process beside the others; env SESSION_LINEAGE_PARALLEL=false)",
+    )
     check.add_argument("--list", action="store_true", help="list the checks and their requirement IDs, then exit")
     check.add_argument("--quiet", action="store_true", help="no progress display")
     check.set_defaults(handler=_check)
@@ -165,6 +170,7 @@ def _check(args: argparse.Namespace) -> int:
             "depth": args.depth,
             "skip_preflight": args.skip_preflight,
             "otlp_receiver": args.otlp_receiver,
+            "parallel": args.parallel,
         }
         if args.embedded:
             from conformance.embedded import embedded_log, reference_process

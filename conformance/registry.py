@@ -60,6 +60,7 @@ class Check:
     requirements: tuple[str, ...]
     needs: tuple[str, ...]
     func: Callable[["CheckContext"], None]
+    apart: bool = False  # may run in a second process beside the other checks (lanes.py)
 
 
 _CHECKS: dict[str, Check] = {}
@@ -76,9 +77,11 @@ def chapter_of(module: str) -> str:
 
 
 def check(
-    *requirements: str, title: str, needs: tuple[str, ...] = ()
+    *requirements: str, title: str, needs: tuple[str, ...] = (), apart: bool = False
 ) -> Callable[[Callable[["CheckContext"], None]], Callable[["CheckContext"], None]]:
-    """Register a check. `needs` lists capabilities without which the check is skipped."""
+    """Register a check. `needs` lists capabilities without which the check is skipped. `apart`:
+    the check keeps the suite's CPU busy (generating input) rather than the server, touches only
+    sessions it creates, and judges no timing, so it may run in a second process beside the others."""
     if not requirements:
         raise ValueError("a check must name at least one requirement")
 
@@ -87,7 +90,7 @@ def check(
         name = f"{chapter}.{func.__name__}"
         if name in _CHECKS:
             raise ValueError(f"duplicate check {name}")
-        _CHECKS[name] = Check(name, title, chapter, tuple(requirements), tuple(needs), func)
+        _CHECKS[name] = Check(name, title, chapter, tuple(requirements), tuple(needs), func, apart)
         return func
 
     return register

@@ -14,6 +14,7 @@ import spec
 from conformance import SUITE_VERSION
 from conformance.config import Config, ExpectedFailure
 from conformance.errors import TargetUnreachable
+from conformance.lanes import Lane
 from conformance.profiles import profile_results, summary_text
 from conformance.registry import Check, all_checks, select
 from conformance.results import CheckResult, Outcome, PreflightItem, RunResult
@@ -66,13 +67,30 @@ def run(
             )
         for name in target.missing_expected_capabilities():
             notes.append(f"expected capability '{name}' is not advertised by the target")
-        for item in selected:
-            if progress:
-                progress("start", item, None)
-            result = target.run_check(item)
-            results.append(result)
-            if progress:
-                progress("done", item, result)
+        apart = [item for item in selected if item.apart] if config.parallel else []
+        here = [item for item in selected if item not in apart]
+        lane = None
+        if apart and here:  # alone, the checks run apart gain nothing from a second process
+            done = (lambda item, result: progress("done", item, result)) if progress else None
+            lane = Lane(config, target.discover(), target.expected, apart, catalogue, done)
+        try:
+            for item in here if lane else selected:
+                if progress:
+                    progress("start", item, None)
+                result = target.run_check(item)
+                results.append(result)
+                if progress:
+                    progress("done", item, result)
+            if lane:
+                for item, result, created in lane.results():
+                    results.append(result)
+                    for session_id, creator in created:
+                        target.created.add([session_id], creator)
+        finally:
+            if lane:
+                lane.close()
+        position = {item.name: n for n, item in enumerate(selected)}
+        results.sort(key=lambda result: position.get(result.name, -1))
         cleanup = target.cleanup()
     finally:
         target.close()

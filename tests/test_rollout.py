@@ -270,8 +270,9 @@ def test_serve_legacy_runs_a_pre_lineage_server(tmp_path: Path, monkeypatch) -> 
     import uvicorn
 
     started: dict[str, Any] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: started.update(app=app))
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: started.update(app=server.config.app))
     assert main(["serve", "--legacy", "--database-url", f"sqlite:///{tmp_path / 'legacy.sqlite'}"]) == 0
+    monkeypatch.undo()  # the app is served below by a real uvicorn.Server
     with serve_app(started["app"]) as server, LineageClient(server.url, "anyone") as client:
         assert client.mode == "legacy"
         assert client.capabilities().names == {

@@ -261,7 +261,7 @@ def _fuzz(ctx: CheckContext, mode_name: str, declared: tuple[str, ...], protocol
         )
 
 
-@check("ERR-SCHEMA-001", "ERR-NO-5XX-001", title="Generated valid requests get documented, schema-valid answers")
+@check("ERR-SCHEMA-001", "ERR-NO-5XX-001", title="Generated valid requests get documented, schema-valid answers", apart=True)
 def generated_valid_requests(ctx: CheckContext) -> None:
     _fuzz(ctx, "positive", ("ERR-SCHEMA-001", "ERR-NO-5XX-001"))
 
@@ -271,6 +271,7 @@ def generated_valid_requests(ctx: CheckContext) -> None:
     "ERR-SCHEMA-001",
     "ERR-PROTOCOL-001",
     title="Generated invalid requests get documented 4xx answers (or, when not valid HTTP, a protocol-level rejection), never a 5xx",
+    apart=True,
 )
 def generated_invalid_requests(ctx: CheckContext) -> None:
     _fuzz(ctx, "negative", ("ERR-NO-5XX-001", "ERR-SCHEMA-001", "ERR-PROTOCOL-001"), protocol="ERR-PROTOCOL-001")
@@ -280,6 +281,7 @@ def generated_invalid_requests(ctx: CheckContext) -> None:
     "ERR-SCHEMA-001",
     "ERR-NO-5XX-001",
     title="Generated request sequences that follow the spec's links get documented answers",
+    apart=True,
 )
 def generated_stateful_sequences(ctx: CheckContext) -> None:
     from hypothesis.stateful import run_state_machine_as_test
