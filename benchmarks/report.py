@@ -305,7 +305,7 @@ def targets(data: dict[str, Any], kind: str = "sqlite") -> list[str]:
                     f"over HTTP at least {FULL_READ_HTTP}× LangGraph in-process" + ("" if applies else " (context: beyond the sizes the target names)"),
                     (local is not None and remote is not None and local >= FULL_READ_IN_PROCESS and remote >= FULL_READ_HTTP)
                     if applies else None,
-                    f"LangGraph / reference {times(local)} in-process, {times(remote)} over HTTP",
+                    f"LangGraph / reference {times(local)} in-process, {times(remote)} over HTTP" + _read_floors(read),
                 )
             )
         memory = [(row["turns"], row["full_read"].get("peak_memory_bytes")) for row in matches.get("reads", [])]
@@ -335,6 +335,22 @@ def targets(data: dict[str, Any], kind: str = "sqlite") -> list[str]:
     verdict = {True: "met", False: "**not met**", None: "see value"}
     rows = [[name, verdict[ok], evidence] for name, ok, evidence in checks]
     return table(["target", "result", "measured"], rows)
+
+
+def _read_floors(read: dict[str, Any]) -> str:
+    """The measured floors of a full read beside LangGraph's whole read: why a ratio stops where it does."""
+    floors, peer = read.get("floors") or {}, read["langgraph"]["seconds"]
+    if not floors or not peer:
+        return ""
+    sql, http = floors.get("sql_seconds"), floors.get("http_seconds")
+    parts = [f"LangGraph's whole read {seconds(peer)}"]
+    if sql is not None:
+        parts.append(f"the export's {read['reference']['statements']} statements alone, straight through the DB-API, "
+                     f"{seconds(sql)} ({sql / peer:.0%} of it)")
+    if http is not None:
+        parts.append(f"the cheapest request over this HTTP stack (the capability document, no database read) {seconds(http)} "
+                     f"({http / peer:.0%} of it)")
+    return ". Floors, this run: " + "; ".join(parts)
 
 
 def ratio_of(numerator: float | None, denominator: float | None) -> float | None:

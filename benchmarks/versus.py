@@ -33,7 +33,7 @@ import orjson
 from benchmarks import langgraph_peer
 from benchmarks.backend import PRINCIPAL, Database
 from benchmarks.config import Config
-from benchmarks.meter import interleaved_median_seconds, measure, paired_median_seconds, peak_bytes, ratio
+from benchmarks.meter import interleaved_median_seconds, measure, paired_median_seconds, peak_bytes, ratio, replay_seconds
 
 CONTENT_BYTES = 190
 TOKEN = "bench-token"
@@ -93,6 +93,13 @@ class HttpReader:
             for chunk in answer.iter_raw():
                 received += len(chunk)
         return received
+
+    def floor(self) -> int:
+        """The cheapest answer the reference gives (its capability document, no database read): what
+        any request over this HTTP stack costs before the export's own work."""
+        answer = self.client.get("/capabilities")
+        answer.raise_for_status()
+        return len(answer.content)
 
     def page(self, session_id: str, cursor: str | None, limit: int) -> tuple[int, str | None]:
         """One transcript page, parsed: (records on it, next cursor)."""
@@ -201,10 +208,12 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
         texts, read_cost = measure(lambda: reference.read_all(child))
         with peer.counted() as peer_read:
             messages = peer.read_all(branch)
-        read_seconds, peer_read_seconds, http_seconds = interleaved_median_seconds(
-            [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child)], config.repeats
+        read_seconds, peer_read_seconds, http_seconds, floor_seconds = interleaved_median_seconds(
+            [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child), http_read.floor],
+            config.repeats,
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
+        floors = _floors(reference, read_cost, floor_seconds, config.repeats)
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(child) == messages,
@@ -224,7 +233,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
                 "reference": fork_cost.statements + child_pair.statements,
                 "langgraph": peer_fork.statements,
             },
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors),
             "storage_bytes": {"reference": reference.db.size_bytes(), "langgraph": peer.size_bytes()},
         }
 
@@ -239,15 +248,17 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         with peer.counted() as peer_read:
             messages = peer.read_all()
         repeats = config.repeats if turns <= 2_000 else max(min(config.repeats, 5), 1)
-        read_seconds, peer_read_seconds, http_seconds = interleaved_median_seconds(
-            [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id)], repeats
+        read_seconds, peer_read_seconds, http_seconds, floor_seconds = interleaved_median_seconds(
+            [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id), http_read.floor],
+            repeats,
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
+        floors = _floors(reference, read_cost, floor_seconds, repeats)
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
             "messages_read": len(messages),
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors),
         }
 
 
@@ -283,10 +294,19 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
             peer.close()
 
 
+def _floors(reference: Reference, read_cost: Any, floor_seconds: float, repeats: int) -> dict[str, float]:
+    """What bounds a full read from below, measured in the same run: the export's own statements
+    sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows), and the
+    cheapest request over the same HTTP stack (the capability document)."""
+    return {"sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats), "http_seconds": floor_seconds}
+
+
 def _read_row(
-    statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float, memory: dict[str, int]
+    statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float, memory: dict[str, int],
+    floors: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     return {
+        "floors": floors or {},
         "peak_memory_bytes": memory,
         "reference": {"requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds},
         "langgraph": {"statements": peer_statements, "seconds": peer_seconds},
