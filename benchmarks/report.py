@@ -606,7 +606,8 @@ def rows_per_page(section: dict[str, Any]) -> list[str]:
     ]
     lines = [intro, ""] + table(header, rows)
     if section.get("http_deep_over_shallow"):
-        lines += ["", "Over HTTP (the reference app on a loopback port, depth 0 and the deepest chain alternating), depth "
+        lines += ["", "Over HTTP (the reference app on a loopback port, depth 0 and the deepest chain alternating, 4 times "
+                  "the repeats of the other times), depth "
                   f"{section['depth']} / depth 0: " + ", ".join(f"{name} page {times(value)}" for name, value in section["http_deep_over_shallow"].items()) + "."]
     return lines
 

@@ -298,7 +298,9 @@ def rows_per_page(db: Database, config: Config) -> dict[str, Any]:
                     "seconds": median_seconds(read, config.repeats),
                 }
             )
-    # The same pages over HTTP, depth 0 and the deepest chain alternating (one pair per position).
+    # The same pages over HTTP, depth 0 and the deepest chain alternating (one pair per position),
+    # 4 times the usual repeats: a page takes a few milliseconds, and the ratio of two such medians
+    # moved by a tenth between idle runs with 15.
     from benchmarks.versus import served
 
     with served(db) as http:
@@ -306,7 +308,7 @@ def rows_per_page(db: Database, config: Config) -> dict[str, Any]:
             shallow, deep_page = pages[(0, name)], pages[(depth, name)]
             times_over_http = interleaved_median_seconds(
                 [partial(http.page, *shallow, config.page_size), partial(http.page, *deep_page, config.page_size)],
-                config.repeats,
+                4 * config.repeats,
             )
             for row in rows:
                 if row["position"] == name:
