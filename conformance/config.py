@@ -222,7 +222,7 @@ KEYS = (
     Key("keep", _bool, help="keep every session the suite creates (otherwise purged at the end where the target offers purge)"),
     Key("skip_preflight", _preflight_names, help="preflight items not to run, comma-separated"),
     Key("otlp_receiver", _otlp_address, help="[HOST:]PORT: receive the target's OTLP/HTTP traces there and count round trips from its database spans"),
-    Key("parallel", _bool, help="run the checks that generate input (Schemathesis) in a second process beside the others: a quarter less time on 2 cores (default true; false: one check at a time, in one process)"),
+    Key("parallel", _bool, help="run the checks that generate input (Schemathesis) in a second process beside the others: about a sixth less time on 2 cores (default true; false: one check at a time, in one process)"),
     Key("otlp_wait", _positive_float, help="seconds to wait, at most, for the spans of one request (default 10: more than the 5 s an OpenTelemetry SDK batches spans by default)"),
 )
 KEY_NAMES = {key.name for key in KEYS}

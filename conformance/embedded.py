@@ -146,8 +146,9 @@ def reference_process(
     timeout: float = 60.0,
 ) -> Iterator[RunningServer]:
     """The reference server as `reference_server` makes it, run by `python -m reference_impl` in a
-    child process: the suite and the server then hold an interpreter lock each, so a run takes
-    the time of the busier of the two rather than the sum of both (about a sixth less on 2 cores).
+    child process: the suite and the server then hold an interpreter lock each, so neither waits
+    for the other to hand it back (a second or so of a 30 s run), and the server never competes
+    with the checks run apart (lanes.py) for one.
 
     Its output goes to `log_file` (warnings and errors only; requests are not logged). It stops
     when the block ends, and on its own when this process dies (its standard input closes)."""

@@ -2,7 +2,7 @@
 
 Those checks spend the suite's CPU generating input while the server idles, and the others mostly
 wait for the server: in one process they hold one interpreter lock in turn; in two, a run takes
-about a quarter less on 2 cores. A check run apart is judged exactly as at home: the same
+about a sixth less on 2 cores. A check run apart is judged exactly as at home: the same
 `Target` code, seed, claim and expected failures, its reproducer built where it ran. Only what
 it creates comes back beside its result, so the run's cleanup purges it. A lane that breaks is
 the suite's error on its checks, never the target's failure.
