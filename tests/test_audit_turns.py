@@ -124,3 +124,14 @@ def test_a_rewind_that_stores_no_action_fails_rewind_create_not_rewind_clear(tmp
     checks = _checks(result)
     assert all(checks[name].outcome is Outcome.FAIL for name in select), [(n, checks[n].outcome, checks[n].message) for n in select]
     assert _failed(result) == {"REWIND-CREATE-001"}, _failed(result)
+
+
+def test_two_spellings_of_one_key_not_replayed_fail_key_syntax_only(tmp_path: Any) -> None:
+    """`"k"` and `k` are one key (FORK-IDEMPOTENT-KEY-001's text); a server treating them as two
+    created nothing it should not have, so FORK-ATOMIC-001, which the check also declares, holds."""
+    from tests.mutants.fork_idempotency import quoted_key_keeps_its_quotes
+
+    result = _run(quoted_key_keeps_its_quotes, tmp_path, ["fork.key_syntax"])
+    check = _checks(result)["fork.key_syntax"]
+    assert check.outcome is Outcome.FAIL and check.failed_requirements == ["FORK-IDEMPOTENT-KEY-001"], (
+        check.failed_requirements, check.message[:300])

@@ -180,7 +180,7 @@ def key_syntax(ctx: CheckContext) -> None:
             json={"cut": {"mode": "latest"}, "target_session_id": target},
             headers={"Idempotency-Key": raw},
         )
-        ctx.expect_status(response, 400, "invalid-idempotency-key")
+        ctx.expect_status(response, 400, "invalid-idempotency-key", "FORK-IDEMPOTENT-KEY-001")
         absent(ctx, target, f"key {raw[:20]!r} was refused")
     longest = ctx.new_id("k")
     longest += "k" * (255 - len(longest))
@@ -188,7 +188,7 @@ def key_syntax(ctx: CheckContext) -> None:
         response = ctx.alice.post(
             f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}, headers={"Idempotency-Key": good}
         )
-        ctx.expect_status(response, 201)
+        ctx.expect_status(response, 201, None, "FORK-IDEMPOTENT-KEY-001")
     for first, retry in (("quoted", "bare"), ("bare", "quoted")):  # `"k"` and `k` are one key
         key = ctx.new_id(f"same-{first}")
         forms = {"quoted": f'"{key}"', "bare": key}
@@ -197,11 +197,12 @@ def key_syntax(ctx: CheckContext) -> None:
             for form in (first, retry)
         ]
         for answer in answers:
-            ctx.expect_status(answer, 201)
+            ctx.expect_status(answer, 201, None, "FORK-IDEMPOTENT-KEY-001")
         ctx.expect(
             answers[1].json() == answers[0].json() and answers[1].header("Idempotency-Replayed") == "true",
             f"the {first} key {forms[first]} and the {retry} key {forms[retry]} are the same key: the retry must "
             f"replay the first child, got Idempotency-Replayed {answers[1].header('Idempotency-Replayed')!r}",
+            "FORK-IDEMPOTENT-KEY-001",
         )
 
 
