@@ -92,5 +92,5 @@ def depth_limit(ctx: CheckContext) -> None:
 def unknown_source(ctx: CheckContext) -> None:
     target = ctx.new_id("never")
     response = ctx.fork(ctx.new_id("missing"), {"mode": "latest"}, target=target)
-    ctx.expect_status(response, 404, "not-found")
+    ctx.expect_status(response, 404, "not-found", "FORK-SOURCE-MISSING-001")
     absent(ctx, target, "a fork of a missing source was refused")

@@ -116,7 +116,7 @@ def cut_unknown_turn(ctx: CheckContext) -> None:
         for mode in ("through", "before"):
             target = ctx.new_id("never")
             response = ctx.fork(source_id, {"mode": mode, "turn_id": turn_id}, target=target)
-            ctx.expect_status(response, 422, "unknown-turn")
+            ctx.expect_status(response, 422, "unknown-turn", "FORK-CUT-UNKNOWN-001")
             absent(ctx, target, f"cut {mode} {what} was refused")
 
 

@@ -10,12 +10,18 @@ from conformance.checks.fork.common import absent
 from conformance.client import Response, describe
 from conformance.context import CheckContext
 from conformance.errors import Unsupported
-from conformance.registry import check
+from conformance.registry import check, setup_step
 
 LIFETIME_VERIFIABLE = 3  # seconds: a key lifetime the suite waits out; longer ones are not verified
 LIFETIME_ATTEMPTS = 3  # fresh keys tried when a round trip leaves no provable margin
 REUSED = "urn:session-lineage:problem:idempotency-key-reused"
 IN_FLIGHT = "urn:session-lineage:problem:idempotency-in-flight"
+
+
+@setup_step("FORK-CUT-UNKNOWN-001")
+def refused_for_an_unknown_turn(ctx: CheckContext, response: Response) -> None:
+    """The premise of a refused-fork check: a cut through a turn the source never had is refused."""
+    ctx.expect_status(response, 422, "unknown-turn", "FORK-CUT-UNKNOWN-001")
 
 
 @check("FORK-ATOMIC-001", "FORK-IDEMPOTENT-001", title="A refused fork consumes nothing: its key and target stay free")
@@ -24,7 +30,7 @@ def refused_fork_leaves_no_trace(ctx: CheckContext) -> None:
     sid = source["session_id"]
     key, target = ctx.new_id("key"), ctx.new_id("child")
     refused = ctx.fork(sid, {"mode": "through", "turn_id": ctx.new_id("nope")}, key=key, target=target)
-    ctx.expect_status(refused, 422, "unknown-turn")
+    refused_for_an_unknown_turn(ctx, refused)
     absent(ctx, target, "a refused fork")
     fixed = ctx.fork(sid, {"mode": "through", "turn_id": turns[0]["turn_id"]}, key=key, target=target)
     ctx.expect_status(fixed, 201, None, "FORK-ATOMIC-001")
@@ -122,7 +128,7 @@ def key_reused_differently(ctx: CheckContext) -> None:
     for source_id, cut, extra in variants:
         target = extra.get("target")
         response = ctx.fork(source_id, cut, key=key, **extra)
-        ctx.expect_status(response, 422, "idempotency-key-reused")
+        ctx.expect_status(response, 422, "idempotency-key-reused", "FORK-IDEMPOTENT-MISMATCH-001")
         if target:
             absent(ctx, target, "a reused key was refused")
 
