@@ -166,14 +166,14 @@ def limit_edges(ctx: CheckContext) -> None:
         response, body = export(ctx, sid, requirement="EXPORT-TOO-LARGE-001")
         ctx.expect(
             len(body["records"]) == size and body["record_count"] == size,
-            f"the export of {size} records (max_export_records {label}) returned {len(body['records'])}",
+            f"the export of {size} records (max_export_records {label}) returned {len(body['records'])}", "EXPORT-TOO-LARGE-001",
         )
         if counted(ctx):
             costs[label] = round_trips(ctx, response, f"export of {label}")
         if ctx.has(RECORDS_EXAMINED):
             examined[label] = (records_examined(response), size)
     refused = ctx.alice.get(f"/sessions/{grandchild}/export")
-    ctx.expect_status(refused, 409, "export-too-large")
+    ctx.expect_status(refused, 409, "export-too-large", "EXPORT-TOO-LARGE-001")
     if counted(ctx):
         costs["limit + 1 (refused)"] = round_trips(ctx, refused, "export of limit + 1 (refused)")
     if ctx.has(RECORDS_EXAMINED):
