@@ -30,7 +30,7 @@ MINIMUM_ATTACHMENT_BYTES = 65536  # with `attachments` (CAP-LIMITS-001)
 @check("CAP-DOC-001", "CAP-VERSION-001", title="The discovery document states version, capabilities and limits")
 def discovery_document(ctx: CheckContext) -> None:
     response = ctx.alice.get("/capabilities", validate_response=False)
-    ctx.expect_status(response, 200)
+    ctx.expect_status(response, 200, None, "CAP-DOC-001")
     document = response.json()
     errors = list(spec.validator("capabilities.json").iter_errors(document))
     ctx.expect(not errors, f"the capability document breaks capabilities.json: {errors[0].message if errors else ''}", "CAP-DOC-001")

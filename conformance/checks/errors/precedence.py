@@ -188,4 +188,5 @@ def capability_missing_row(ctx: CheckContext) -> None:
                   "capability-missing")
         body = response.json() if response.status == 412 else {"missing_capabilities": [lacking]}
         missing = body.get("missing_capabilities") if isinstance(body, dict) else body
-        ctx.expect(missing == [lacking], f"{operation_id}: missing_capabilities is {missing!r}, expected [{lacking!r}]")
+        ctx.expect(missing == [lacking], f"{operation_id}: missing_capabilities is {missing!r}, expected [{lacking!r}]",
+                   "NEGOTIATE-HEADER-001")
