@@ -6,14 +6,20 @@ about a sixth less on 2 cores. A check run apart is judged exactly as at home: t
 `Target` code, seed, claim and expected failures, its reproducer built where it ran. Only what
 it creates comes back beside its result, so the run's cleanup purges it. A lane that breaks is
 the suite's error on its checks, never the target's failure.
+
+The lane is `python -m conformance.lanes`, started with `subprocess` (no multiprocessing machinery
+in a process whose threads hold many sockets): its job arrives pickled on standard input, and each
+result leaves pickled on standard output as soon as its check ends.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import pickle
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
-from typing import Any
+from typing import Any, BinaryIO
 
 from conformance.config import Config, ExpectedFailure
 from conformance.registry import Check, all_checks
@@ -50,29 +56,70 @@ class Lane:
         done: Callable[[Check, CheckResult], None] | None = None,
     ) -> None:
         self.catalogue = catalogue
-        # spawn, not fork: the suite's process runs threads (progress, a trace receiver)
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
         self._items = items
-        self._futures: list[Future[tuple[CheckResult, Created]]] = []
-        for item in items:
-            future = self._pool.submit(run_apart, config, capabilities, expected, item.name)
-            if done is not None:
-                future.add_done_callback(lambda f, item=item: done(item, self._outcome(item, f)[0]))
-            self._futures.append(future)
+        self._done = done
+        self._outcomes: dict[int, tuple[CheckResult, Created]] = {}
+        self._errors: dict[int, str] = {}
+        self._ended: str | None = None
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "conformance.lanes"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert self._process.stdin is not None and self._process.stdout is not None
+        try:
+            pickle.dump((config, capabilities, expected, [item.name for item in items]), self._process.stdin)
+            self._process.stdin.close()
+        except OSError as exc:  # it died before it read its job
+            self._ended = f"{exc.__class__.__name__}: {exc}"
+        self._reader = threading.Thread(target=self._read, args=(self._process.stdout,), name="lane-results", daemon=True)
+        self._reader.start()
+
+    def _read(self, stream: BinaryIO) -> None:
+        try:
+            while True:
+                n, outcome, error = pickle.load(stream)
+                if outcome is None:
+                    self._errors[n] = error
+                    outcome = self._broken(self._items[n], error)
+                self._outcomes[n] = outcome
+                if self._done is not None:
+                    self._done(self._items[n], outcome[0])
+        except EOFError:
+            pass
+        except Exception as exc:  # a result that would not unpickle, a broken pipe
+            self._ended = f"{exc.__class__.__name__}: {exc}"
 
     def results(self) -> list[tuple[Check, CheckResult, Created]]:
         """Every check's result, in the order given, once all have finished."""
-        try:
-            return [(item, *self._outcome(item, future)) for item, future in zip(self._items, self._futures)]
-        finally:
-            self.close()
+        self._reader.join()
+        status = self._process.wait()
+        why = self._ended or f"it exited with status {status}"
+        return [(item, *self._outcomes.get(n, self._broken(item, why))) for n, item in enumerate(self._items)]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+        self._reader.join(timeout=5)
 
-    def _outcome(self, item: Check, future: Future[tuple[CheckResult, Created]]) -> tuple[CheckResult, Created]:
+    def _broken(self, item: Check, why: str) -> tuple[CheckResult, Created]:
+        message = f"suite defect: the second process running {item.name} gave no result: {why}"
+        return check_result(item, self.catalogue, Outcome.ERROR, message), []
+
+
+def main() -> int:
+    """The lane's process: run the job read from standard input, one pickled result per check."""
+    config, capabilities, expected, names = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # whatever a check prints must not corrupt the results
+    for n, name in enumerate(names):
         try:
-            return future.result()
-        except BaseException as exc:  # the lane broke (its process died, a result would not pickle)
-            message = f"suite defect: the second process running {item.name} ended: {exc.__class__.__name__}: {exc}"
-            return check_result(item, self.catalogue, Outcome.ERROR, message), []
+            outcome, error = run_apart(config, capabilities, expected, name), None
+        except Exception as exc:  # no such check here: the parent reports the suite's error
+            outcome, error = None, f"{exc.__class__.__name__}: {exc}"
+        pickle.dump((n, outcome, error), out)
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
