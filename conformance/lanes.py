@@ -59,7 +59,6 @@ class Lane:
         self._items = items
         self._done = done
         self._outcomes: dict[int, tuple[CheckResult, Created]] = {}
-        self._errors: dict[int, str] = {}
         self._ended: str | None = None
         self._process = subprocess.Popen(
             [sys.executable, "-m", "conformance.lanes"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -78,7 +77,6 @@ class Lane:
             while True:
                 n, outcome, error = pickle.load(stream)
                 if outcome is None:
-                    self._errors[n] = error
                     outcome = self._broken(self._items[n], error)
                 self._outcomes[n] = outcome
                 if self._done is not None:
