@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy
 
-from benchmarks import scenarios, versus
+from benchmarks import layouts, scenarios, versus
 from benchmarks.backend import Backend, server_version
 from benchmarks.config import Config
 
@@ -73,6 +73,8 @@ def run_backend(backend: Backend, config: Config, progress: Progress = _quiet) -
         results["rows_per_page"] = scenarios.rows_per_page(db, config)
     progress(f"[{backend.label}] 4. storage")
     results["storage"] = scenarios.storage(backend, config)
+    progress(f"[{backend.label}] 4. storage layouts probe")
+    results["storage"]["layouts"] = layouts.probe(backend, config)["layouts"]
     with backend.database(config.versus_limits()) as db:
         progress(f"[{backend.label}] 6. against LangGraph, {list(config.versus_turns)} turns, full read at {list(config.versus_read_turns)}")
         results["versus"] = versus.versus_langgraph(db, config)

@@ -13,7 +13,10 @@ from typing import Any
 import pytest
 from benchmarks import TINY, run_all
 from benchmarks.__main__ import main
-from benchmarks.report import render
+from benchmarks.layouts import LAYOUTS
+from benchmarks.report import _storage_evidence, render
+from reference_impl.store import tables
+from sqlalchemy import create_engine, inspect, text
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +99,32 @@ def test_storage_copies_records_and_lineage_does_not(sqlite: dict[str, Any]) -> 
     assert section["copy"]["bytes_by_object"]["records"] > section["lineage"]["bytes_by_object"]["records"] > 0
 
 
+def test_layouts_probe_writes_the_storage_scenario_in_each_layout(sqlite: dict[str, Any]) -> None:
+    section = sqlite["storage"]
+    probed = section["layouts"]
+    assert [row["layout"] for row in probed] == list(LAYOUTS)
+    for row in probed:
+        assert row["records"] == section["lineage"]["records_stored"]
+        assert row["content_bytes"] == row["records"] * TINY.record_content_bytes
+        # at these sizes the rows may fit in the pages an empty table already has: growth can be 0
+        assert row["bytes"] >= 0 and row["bytes_per_content_byte"] == row["bytes"] / row["content_bytes"]
+
+
+def test_layouts_probe_starts_from_the_reference_schema() -> None:
+    """The probe's first layout is the reference's own records and turns tables, column for column,
+    so that comparing it with the real measurement checks the probe."""
+    engine = create_engine("sqlite://")
+    with engine.begin() as conn:
+        for statement in LAYOUTS["text ids"]:
+            conn.execute(text(statement.format(no_rowid="WITHOUT ROWID")))
+        for table in (tables.records, tables.turns):
+            probed = {column["name"]: column for column in inspect(conn).get_columns(f"probe_{table.name}")}
+            assert list(probed) == [column.name for column in table.columns]
+            assert [name for name, column in probed.items() if column["nullable"]] == [
+                column.name for column in table.columns if column.nullable and not column.primary_key
+            ]
+
+
 def test_turn_write_turn_by_position_and_export_cost_the_same_at_every_length(sqlite: dict[str, Any]) -> None:
     """A message pair is one request of at most 8 statements; a turn by position and the whole
     transcript are one request each, with the same statements whatever the length."""
@@ -126,6 +155,7 @@ def test_report_and_json_carry_every_section(results: dict[str, Any]) -> None:
         "Transcript read",
         "Page cost",
         "Storage",
+        "Layouts probe",
         "fork point",
         "not measured here",
         "Records examined per page",
@@ -145,3 +175,21 @@ def test_quick_command_writes_the_report_files(
     data = json.loads((tmp_path / "latest.json").read_text())
     assert data["config"]["name"] == "quick"
     assert "peer / reference" in capsys.readouterr().out
+
+
+def test_storage_reason_names_the_probed_layouts_that_meet_the_target() -> None:
+    """A missed storage target cites, per layout the probe wrote, its bytes per content byte with
+    the rest of the schema added, and which of them meet the target."""
+    content = 1_000
+    lineage = {
+        "records_stored": 10, "content_bytes": content, "bytes": 3_000, "bytes_per_content_byte": 3.0,
+        "bytes_by_object": {"records": 2_000, "turns": 800, "sessions": 200},
+    }
+    probed = [
+        {"layout": "text ids", "bytes_per_content_byte": 2.8},
+        {"layout": "derived ids", "bytes_per_content_byte": 1.7},
+    ]
+    store = {"lineage": lineage, "copy": {"bytes_per_content_byte": 9.0}, "layouts": probed}
+    evidence = _storage_evidence(store, 2.0)
+    assert evidence.endswith("text ids 3.00; derived ids 1.90 (meets it)"), evidence
+    assert _storage_evidence({**store, "layouts": []}, 2.0).endswith("not made yet")
