@@ -50,9 +50,20 @@ def _log_config(log_file: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def free_port() -> int:
+    """A loopback port free now; another process may take it before it is bound again, so a
+    server this module starts is handed a socket already bound (`bound_socket`) where it can be."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a free loopback port and held: the server it is handed to listens on
+    it, so no other process can take the port between choosing it and serving on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 @contextmanager
@@ -61,11 +72,12 @@ def serve_app(
 ) -> Iterator[RunningServer]:
     """Serve an ASGI app with uvicorn on a background thread until the block ends; its log goes
     to `log_file` when given (else warnings to the console, as uvicorn does)."""
-    port = free_port()
+    sock = bound_socket()
+    port = int(sock.getsockname()[1])
     logging_config = {"log_config": _log_config(log_file)} if log_file is not None else {}
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **logging_config)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name=f"embedded-server-{port}", daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=f"embedded-server-{port}", daemon=True)
     thread.start()
     started = threading.Event()
     while thread.is_alive() and not server.started:
@@ -161,11 +173,15 @@ def reference_process(
             yaml.safe_dump({token: {"principal": name, "project": project} for token, (name, project) in zip(tokens, EMBEDDED_PRINCIPALS)}),
             encoding="utf-8",
         )
-        port = free_port()
+        # The child serves on a socket bound here and inherited (POSIX), so the port cannot be
+        # taken by another process in between; elsewhere it binds a port chosen free.
+        sock = bound_socket() if os.name == "posix" else None
+        port = int(sock.getsockname()[1]) if sock is not None else free_port()
+        where = ["--fd", str(sock.fileno())] if sock is not None else ["--host", "127.0.0.1", "--port", str(port)]
         command = [
             sys.executable, "-m", "reference_impl",
             "--database-url", database_url or f"sqlite:///{Path(workdir) / 'embedded.db'}",
-            "--tokens-file", str(tokens_file), "--host", "127.0.0.1", "--port", str(port),
+            "--tokens-file", str(tokens_file), *where,
             "--log-level", "warning", "--exit-on-stdin-eof",
         ]
         if otlp_endpoint:
@@ -173,7 +189,14 @@ def reference_process(
         # The child reads its settings from its arguments only, never from this run's environment.
         environment = {key: value for key, value in os.environ.items() if key not in ("DATABASE_URL", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")}
         with open(log_file if log_file is not None else os.devnull, "ab") as log:
-            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=environment)
+            try:
+                process = subprocess.Popen(
+                    command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=environment,
+                    pass_fds=(sock.fileno(),) if sock is not None else (),
+                )
+            finally:
+                if sock is not None:
+                    sock.close()  # the child holds its own copy
         try:
             url = f"http://127.0.0.1:{port}"
             _await_answer(process, url, timeout, log_file)

@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument(
+        "--fd", type=int, metavar="N",
+        help="serve on the bound socket this process inherited as descriptor N, instead of binding "
+        "--host and --port: for a program that starts this server as its child on a port it chose",
+    )
+    parser.add_argument(
         "--tokens-file",
         help="YAML mapping of bearer token to `principal` or to `{principal: p, project: q}` (default: development mode)",
     )
@@ -82,6 +87,8 @@ def serve(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port {args.port} is not a TCP port (1 to 65535)")
+    if args.fd is not None:
+        _require_socket(args.fd)
     if args.workers < 1:
         raise ConfigError(f"--workers {args.workers} must be at least 1")
     if "://" not in args.database_url:
@@ -131,6 +138,7 @@ def serve(args: argparse.Namespace) -> int:
             factory=True,
             host=args.host,
             port=args.port,
+            fd=args.fd,
             workers=args.workers,
             log_level=args.log_level,
         )
@@ -139,7 +147,7 @@ def serve(args: argparse.Namespace) -> int:
         app = create_app(settings)
     except Exception as exc:  # a database URL the server cannot open: one line, not a traceback
         raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level))
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, fd=args.fd, log_level=args.log_level))
     if args.exit_on_stdin_eof:
         _stop_when_stdin_closes(lambda: setattr(server, "should_exit", True))
     try:
@@ -147,6 +155,18 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         app.state.stop_tracing()  # the last spans leave before the process does
     return 0
+
+
+def _require_socket(fd: int) -> None:
+    """--fd names a socket this process holds, or a configuration error now (not uvicorn's traceback)."""
+    import stat
+
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        raise ConfigError(f"--fd {fd} is not an open file descriptor of this process") from None
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError(f"--fd {fd} is not a socket")
 
 
 def _stop_when_stdin_closes(stop: Callable[[], None]) -> None:

@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--database-url", default=os.environ.get("DATABASE_URL", "sqlite:///session-lineage.db"))
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--fd", type=int, help="serve on this inherited bound socket instead of --port")
     serve.add_argument("--tokens-file", help="YAML mapping of bearer token to principal (default: development mode)")
     serve.add_argument("--max-lineage-depth", type=int)
     args = parser.parse_args(argv)
@@ -143,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("fault_server: development mode: any bearer token names its own principal", file=sys.stderr)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
     settings = Settings(database_url=args.database_url, tokens=tokens, projects=projects, limits=limits)
-    uvicorn.run(build(settings, failpoint), host=args.host, port=args.port, log_level="info")
+    uvicorn.run(build(settings, failpoint), host=args.host, port=args.port, fd=args.fd, log_level="info")
     return 0
 
 

@@ -18,7 +18,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("--database-url", required=True)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--fd", type=int, help="serve on this inherited bound socket instead of --port")
     parser.add_argument("--tokens-file", required=True)
     parser.add_argument("--mutant", required=True)
     args = parser.parse_args()
@@ -26,7 +27,7 @@ def main() -> None:
     mutant = {**MUTANTS, **PRODUCTION_MUTANTS}[args.mutant]
     tokens, projects = parse_tokens(yaml.safe_load(Path(args.tokens_file).read_text()))
     app = mutant.build(Settings(database_url=args.database_url, tokens=tokens, projects=projects))
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, fd=args.fd, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -276,7 +276,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()  # as the reference's, so tests/servers.py starts either
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("--database-url", required=True, help="sqlite:///FILE")
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--fd", type=int, help="serve on this inherited bound socket instead of --port")
     parser.add_argument("--tokens-file", required=True, help="YAML mapping of bearer token to principal")
     args = parser.parse_args()
     tokens = frozenset(yaml.safe_load(Path(args.tokens_file).read_text(encoding="utf-8")) or {})
@@ -296,7 +297,7 @@ def main() -> None:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
         app = OpenTelemetryMiddleware(app)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, fd=args.fd, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from conformance.embedded import free_port
+from conformance.embedded import bound_socket
 
 ROOT = Path(__file__).resolve().parents[1]
 # One token per suite role, in order (owner, stranger, reader, writer, outsider); the outsider is
@@ -42,11 +42,14 @@ class ServerProcess:
 
 def start_server(database_url: str, tokens_file: Path, extra_env: dict[str, str] | None = None,
                  module: str = "conformance.cli", args: Sequence[str] = ()) -> ServerProcess:
-    port = free_port()
+    sock = bound_socket()  # held until the child has its copy: no other process can take the port
+    port = int(sock.getsockname()[1])
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})}
-    command = [sys.executable, "-m", module, "serve", "--database-url", database_url, "--port", str(port),
+    command = [sys.executable, "-m", module, "serve", "--database-url", database_url, "--fd", str(sock.fileno()),
                "--tokens-file", str(tokens_file), *args]
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with sock:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   pass_fds=(sock.fileno(),))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -246,3 +246,18 @@ def test_serve_is_the_reference_servers_own_command_line(tmp_path, capsys) -> No
     tokens.write_text("a-token: [not, a, principal]\n")
     assert main(["serve", "--tokens-file", str(tokens)]) == 2
     assert capsys.readouterr().err.startswith(f"session-lineage: configuration error: {tokens}: ")
+
+
+def test_serve_on_an_inherited_socket_refuses_a_descriptor_that_is_not_one(tmp_path, capsys) -> None:
+    """`--fd N` serves on a socket the parent bound (conformance/embedded.py hands its child one, so
+    no other process can take the port in between); a descriptor that is not an open socket is a
+    configuration error in one line, before anything starts."""
+    with open(tmp_path / "plain.txt", "w") as plain:
+        assert main(["serve", "--fd", str(plain.fileno())]) == 2
+        assert capsys.readouterr().err == f"session-lineage: configuration error: --fd {plain.fileno()} is not a socket\n"
+    closed = os.open(tmp_path / "gone.txt", os.O_CREAT | os.O_WRONLY)
+    os.close(closed)
+    assert main(["serve", "--fd", str(closed)]) == 2
+    assert capsys.readouterr().err == (
+        f"session-lineage: configuration error: --fd {closed} is not an open file descriptor of this process\n"
+    )
