@@ -28,34 +28,29 @@ _SESSION = text(
 )
 
 _NO_BOUND = 2**62
-_RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, record_type, content"
+# Records hold their session's integer key (`sid`), not its id: each read names the id it asked for.
+_RECORD_COLUMNS = "record_id, CAST(:{param} AS VARCHAR(256)) AS session_id, record_index, turn_id, turn_index, record_type, content"
+_SID = "(SELECT sid FROM sessions WHERE session_id = :{param})"
 
 
-_COPY_SESSION = text(
-    """
-INSERT INTO sessions (session_id, owner, name, description, created_at, depth, turn_count,
-                      record_count, running_turn_id)
-VALUES (:child, :owner, :name, :description, :created_at, 0, :turns, :records, NULL)
-"""
-)
 
 _COPY_TURNS = text(
     """
-INSERT INTO turns (turn_id, session_id, turn_index, role, status, first_record_index,
+INSERT INTO turns (turn_id, sid, turn_index, role, status, first_record_index,
                    end_record_index, created_at, finished_at)
-SELECT CAST(:child AS VARCHAR) || ':' || turn_index, :child, turn_index, role, status,
-       first_record_index, end_record_index, created_at, finished_at
-FROM turns WHERE session_id = :source AND turn_index <= :last_turn
+SELECT CAST(:child AS VARCHAR) || ':' || turn_index, (SELECT sid FROM sessions WHERE session_id = :child), turn_index,
+       role, status, first_record_index, end_record_index, created_at, finished_at
+FROM turns WHERE sid = (SELECT sid FROM sessions WHERE session_id = :source) AND turn_index <= :last_turn
 """
 )
 
 _COPY_RECORDS = text(
     """
-INSERT INTO records (record_id, session_id, record_index, turn_id, turn_index, record_type,
+INSERT INTO records (record_id, sid, record_index, turn_id, turn_index, record_type,
                      content, created_at)
-SELECT CAST(:child AS VARCHAR) || ':' || record_index, :child, record_index,
+SELECT CAST(:child AS VARCHAR) || ':' || record_index, (SELECT sid FROM sessions WHERE session_id = :child), record_index,
        CAST(:child AS VARCHAR) || ':' || turn_index, turn_index, record_type, content, created_at
-FROM records WHERE session_id = :source AND record_index <= :last_record
+FROM records WHERE sid = (SELECT sid FROM sessions WHERE session_id = :source) AND record_index <= :last_record
 """
 )
 
@@ -102,17 +97,18 @@ class CopyOnForkPeer:
             if source is None or source.owner != principal:
                 raise NotFound(f"session {source_id!r} not found")
             last_turn, last_record = self._cutoff(conn, source_id, cut)
-            conn.execute(
-                _COPY_SESSION,
+            tx.insert_session(  # the same one statement as the reference's (its integer key included)
                 {
-                    "child": child_id,
+                    "session_id": child_id,
                     "owner": principal,
                     "name": source.name,
                     "description": source.description,
                     "created_at": _now(),
-                    "turns": last_turn + 1,
-                    "records": last_record + 1,
-                },
+                    "depth": 0,
+                    "turn_count": last_turn + 1,
+                    "record_count": last_record + 1,
+                    "running_turn_id": None,
+                }
             )
             copy = {"child": child_id, "source": source_id}
             conn.execute(_COPY_TURNS, {**copy, "last_turn": last_turn})
@@ -125,7 +121,7 @@ class CopyOnForkPeer:
         if cut["mode"] == "latest":
             row = conn.execute(
                 text(
-                    "SELECT turn_index, end_record_index FROM turns WHERE session_id = :source "
+                    f"SELECT turn_index, end_record_index FROM turns WHERE sid = {_SID.format(param='source')} "
                     "AND status != 'running' ORDER BY turn_index DESC LIMIT 1"
                 ),
                 {"source": source_id},
@@ -134,7 +130,7 @@ class CopyOnForkPeer:
         row = conn.execute(
             text(
                 "SELECT turn_index, end_record_index FROM turns "
-                "WHERE turn_id = :turn_id AND session_id = :source"
+                f"WHERE turn_id = :turn_id AND sid = {_SID.format(param='source')}"
             ),
             {"turn_id": cut["turn_id"], "source": source_id},
         ).first()
@@ -158,7 +154,8 @@ class PerAncestorReader:
             for segment_id, upto in segments:
                 rows = tx.conn.execute(
                     text(
-                        f"SELECT {_RECORD_COLUMNS} FROM records WHERE session_id = :session_id "
+                        f"SELECT {_RECORD_COLUMNS.format(param='session_id')} FROM records "
+                        f"WHERE sid = {_SID.format(param='session_id')} "
                         "AND record_index <= :upto ORDER BY record_index"
                     ),
                     {"session_id": segment_id, "upto": _NO_BOUND if upto is None else upto},
@@ -217,8 +214,8 @@ class OffsetPager:
                     params[f"u{ordinal}"] = link.record_bound
                     bound = f" AND record_index <= :u{ordinal}"
                 parts.append(
-                    f"SELECT {_RECORD_COLUMNS}, {ordinal} AS segment_ordinal FROM records "
-                    f"WHERE session_id = :s{ordinal}{bound}"
+                    f"SELECT {_RECORD_COLUMNS.format(param=f's{ordinal}')}, {ordinal} AS segment_ordinal FROM records "
+                    f"WHERE sid = {_SID.format(param=f's{ordinal}')}{bound}"
                 )
             sql = (
                 f"SELECT * FROM ({' UNION ALL '.join(parts)}) AS effective "
@@ -236,7 +233,7 @@ class HistoryScanFinder:
     def find(self, session_id: str, turn_id: str) -> tuple[int, int]:
         """(turn index, steps walked) of `turn_id` in the session's history."""
         step = text(
-            "SELECT turn_id, turn_index FROM turns WHERE session_id = :session_id "
+            f"SELECT turn_id, turn_index FROM turns WHERE sid = {_SID.format(param='session_id')} "
             "AND turn_index < :before ORDER BY turn_index DESC LIMIT 1"
         )
         before = _NO_BOUND

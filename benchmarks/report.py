@@ -525,7 +525,7 @@ def _layouts(section: dict[str, Any]) -> list[str]:
         return []
     rest = _rest_of_schema(section)
     rows = [
-        [row["layout"], number(row["bytes"]), number(row["bytes_per_content_byte"]),
+        [row["layout"] + (" (the reference's)" if row.get("reference") else ""), number(row["bytes"]), number(row["bytes_per_content_byte"]),
          number(row["bytes_per_content_byte"] + rest)]
         for row in probed
     ]
@@ -533,7 +533,7 @@ def _layouts(section: dict[str, Any]) -> list[str]:
     intro = (
         "Layouts probe (`benchmarks/layouts.py`): the same turns and records, with the ids and "
         "timestamps the reference writes, in plain tables of three layouts on a fresh database of "
-        "this engine. `text ids` is the reference's own layout, a check on the probe against the "
+        "this engine. The reference's own layout is among them, a check on the probe against the "
         "measurement above; the rest of the schema (sessions, lineage and their indexes) adds "
         f"{number(rest)} bytes per content byte in that measurement."
     )
@@ -567,12 +567,10 @@ def _storage_evidence(store: dict[str, Any], target: float) -> str:
     return text + (
         f". Reason: the records' own rows take {rows_each:.0f} bytes per record of the {allowed:.0f} "
         f"the target allows for everything, which leaves {max(allowed - rows_each, 0):.0f} for the turns "
-        f"and every index, which take {rest:.0f}: besides its content each "
-        "row, and each turn and index entry, carries session, turn and record ids as text "
-        "(36-character uuids here; a session id may be any client-chosen text of up to 256 "
-        "characters), and a records store apart from the core store needs them all. Going lower "
-        "needs turn and record ids derived from the session and the index instead of a uuid stored "
-        "in every row, and integer session keys: a redesign of both stores' schemas, not made yet"
+        f"and every index, which take {rest:.0f}: besides its content each record row stores its own "
+        "uuid and its turn's, and each turn row and turn id index entry its turn's (36 characters "
+        "each). Going lower needs turn and record ids derived from the session and the index, "
+        "stored nowhere"
     ) + _probe_evidence(store, target)
 
 

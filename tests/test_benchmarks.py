@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from benchmarks import TINY, run_all
 from benchmarks.__main__ import main
-from benchmarks.layouts import LAYOUTS
+from benchmarks.layouts import LAYOUTS, REFERENCE
 from benchmarks.report import _storage_evidence, render
 from reference_impl.store import tables
 from sqlalchemy import create_engine, inspect, text
@@ -111,11 +111,11 @@ def test_layouts_probe_writes_the_storage_scenario_in_each_layout(sqlite: dict[s
 
 
 def test_layouts_probe_starts_from_the_reference_schema() -> None:
-    """The probe's first layout is the reference's own records and turns tables, column for column,
-    so that comparing it with the real measurement checks the probe."""
+    """The probe's `REFERENCE` layout is the reference's own records and turns tables, column for
+    column, so that comparing it with the real measurement checks the probe."""
     engine = create_engine("sqlite://")
     with engine.begin() as conn:
-        for statement in LAYOUTS["text ids"]:
+        for statement in LAYOUTS[REFERENCE]:
             conn.execute(text(statement.format(no_rowid="WITHOUT ROWID")))
         for table in (tables.records, tables.turns):
             probed = {column["name"]: column for column in inspect(conn).get_columns(f"probe_{table.name}")}
@@ -192,4 +192,4 @@ def test_storage_reason_names_the_probed_layouts_that_meet_the_target() -> None:
     store = {"lineage": lineage, "copy": {"bytes_per_content_byte": 9.0}, "layouts": probed}
     evidence = _storage_evidence(store, 2.0)
     assert evidence.endswith("text ids 3.00; derived ids 1.90 (meets it)"), evidence
-    assert _storage_evidence({**store, "layouts": []}, 2.0).endswith("not made yet")
+    assert _storage_evidence({**store, "layouts": []}, 2.0).endswith("stored nowhere")

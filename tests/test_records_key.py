@@ -1,8 +1,12 @@
 """Records keyed by (session_id, record_index) (migrations 0007_records_key and r0003): a database
-made before them migrates with its records intact, on both engines and in both stores."""
+made before them migrates with its records intact, on both engines and in both stores.
+
+Later migrations change the layout again (0008_session_keys and r0004 key records by `sid`:
+tests/test_session_keys_migration.py), so these upgrade only as far as 0007_records_key / r0003."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,10 +15,12 @@ from alembic.config import Config
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Engine
 
-from reference_impl.store.engine import MIGRATIONS_DIR, RECORDS_MIGRATIONS_DIR, make_engine, migrate
+from reference_impl.store.engine import MIGRATIONS_DIR, RECORDS_MIGRATIONS_DIR, make_engine
 from reference_impl.store.records_key import COLUMNS
 
 BEFORE = {"core": (MIGRATIONS_DIR, "0004_history_a"), "records": (RECORDS_MIGRATIONS_DIR, "r0002")}
+# The migrations under test: the records keyed by position, not yet by sid.
+KEYED = {"core": (MIGRATIONS_DIR, "0007_records_key"), "records": (RECORDS_MIGRATIONS_DIR, "r0003")}
 ROWS = [
     {"record_id": f"r-{index}", "session_id": "s-1", "record_index": index, "turn_id": "t-1", "turn_index": 0,
      "record_type": "message", "content": f'{{"n":{index}}}', "created_at": "2026-12-03T00:00:00.000000Z"}
@@ -22,9 +28,9 @@ ROWS = [
 ]
 
 
-def _migrate_to(engine: Engine, store: str) -> None:
-    """The schema as it was before the records were keyed by position."""
-    location, revision = BEFORE[store]
+def _migrate_to(engine: Engine, store: str, step: dict[str, tuple[Path, str]]) -> None:
+    """Upgrade (in one write transaction, as `migrate` does) to the revision `step` gives the store."""
+    location, revision = step[store]
     config = Config()
     config.set_main_option("script_location", str(location))
     with engine.connect().execution_options(write=True) as connection, connection.begin():
@@ -33,7 +39,8 @@ def _migrate_to(engine: Engine, store: str) -> None:
 
 
 def _old_database(engine: Engine, store: str) -> None:
-    _migrate_to(engine, store)
+    """The schema as it was before the records were keyed by position, with records in it."""
+    _migrate_to(engine, store, BEFORE)
     with engine.begin() as conn:
         if store == "core":
             conn.execute(text(
@@ -60,7 +67,7 @@ def _check(url: str, store: str) -> None:
     engine = make_engine(url)
     try:
         _old_database(engine, store)
-        migrate(engine, records_only=store == "records")
+        _migrate_to(engine, store, KEYED)
         _assert_keyed(engine)
     finally:
         engine.dispose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import and_
+from sqlalchemy import Table, and_, select
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql.elements import BindParameter
 
@@ -88,6 +88,22 @@ def turn_from(row: RowMapping) -> TurnRow:
     return TurnRow(**{key: row[key] for key in TurnRow.__dataclass_fields__})
 
 
+def sid_of(session_id: Any, keys: Table = t.sessions) -> Any:
+    """The integer key of a session id, as a scalar subquery: turns and records are keyed by it
+    (tables.py). `keys`: the sessions table, or a records store's own `record_sessions`."""
+    return select(keys.c.sid).where(keys.c.session_id == session_id).scalar_subquery()
+
+
+def sid_sql(param: str, keys: str = "sessions") -> str:
+    """`sid_of` in SQL text, for the statements written as text: the key of the id bound to `param`."""
+    return f"(SELECT sid FROM {keys} WHERE session_id = :{param})"
+
+
+# A turn with its session's id: turns hold the session's integer key only.
+TURNS_WITH_SESSION = t.turns.join(t.sessions, t.sessions.c.sid == t.turns.c.sid)
+TURN_SELECT: list[Any] = [*(column for column in t.turns.c if column.name != "sid"), t.sessions.c.session_id]
+
+
 class Statements:
     """The connections of one transaction; each chapter's statements are a subclass of this.
 
@@ -95,9 +111,18 @@ class Statements:
     the records store (opened on first use, in its own transaction) with two.
     """
 
-    def __init__(self, conn: Connection, records_conn: Callable[[], Connection] | Connection | None = None) -> None:
+    def __init__(
+        self, conn: Connection, records_conn: Callable[[], Connection] | Connection | None = None, records_apart: bool = False
+    ) -> None:
         self.conn = conn
         self._records_conn = records_conn
+        self.records_apart = records_apart  # records_conn is a records store apart (two stores)
+
+    @property
+    def record_keys(self) -> Table:
+        """Where record statements find a session's integer key: the sessions table, or the
+        records store's own `record_sessions` when the records are kept apart."""
+        return t.record_sessions if self.records_apart else t.sessions
 
     @property
     def records_conn(self) -> Connection:

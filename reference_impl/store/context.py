@@ -22,7 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.sql.elements import TextClause
 
 from reference_impl import diagnostics
-from reference_impl.store.common import Statements
+from reference_impl.store.common import Statements, sid_sql
 from reference_impl.store.rows import Segment
 
 
@@ -42,11 +42,11 @@ class StoredRecord:
     turn_total: int  # turns (with records) in the whole effective transcript
 
 
-@lru_cache(maxsize=64)
-def _context_sql(segments: int) -> TextClause:
+@lru_cache(maxsize=128)
+def _context_sql(segments: int, keys: str = "sessions") -> TextClause:
     branches = " UNION ALL ".join(
-        f"SELECT record_id, session_id, record_index, turn_id, turn_index, record_type, content, created_at, "
-        f"{n} AS ord FROM records WHERE session_id = :s{n} AND record_index > :a{n} AND record_index <= :u{n}"
+        f"SELECT record_id, record_index, turn_id, turn_index, record_type, content, created_at, "
+        f"{n} AS ord FROM records WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n} AND record_index <= :u{n}"
         for n in range(segments)
     )
     return text(
@@ -65,7 +65,7 @@ ranked AS (
            COUNT(*) OVER () AS turn_total
     FROM turn_sizes
 )
-SELECT sized.record_id, sized.session_id, sized.record_index, sized.turn_id, sized.turn_index,
+SELECT sized.record_id, sized.record_index, sized.turn_id, sized.turn_index,
        sized.record_type, sized.content, sized.created_at, sized.ord, ranked.turn_total
 FROM sized JOIN ranked ON ranked.ord = sized.ord AND ranked.turn_index = sized.turn_index
 WHERE ranked.rn = 1 OR ranked.cum <= :budget
@@ -83,14 +83,14 @@ class ContextStatements(Statements):
         for n, segment in enumerate(segments):
             assert segment.upto is not None
             params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
-        rows = self.records_conn.execute(_context_sql(len(segments)), params).mappings()
+        rows = self.records_conn.execute(_context_sql(len(segments), self.record_keys.name), params).mappings()
         # The statement scans every record of every segment (to size the turns) and returns only the
         # last turns: each segment's whole index range is examined (`Storage-Records-Examined`).
         diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments))
         return [
             StoredRecord(
                 record_id=row["record_id"],
-                session_id=row["session_id"],
+                session_id=segments[row["ord"]].session_id,
                 record_index=row["record_index"],
                 turn_id=row["turn_id"],
                 turn_index=row["turn_index"],

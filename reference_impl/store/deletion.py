@@ -9,7 +9,7 @@ from sqlalchemy import bindparam, delete, func, update
 
 from reference_impl import diagnostics
 from reference_impl.store import tables as t
-from reference_impl.store.common import Statements
+from reference_impl.store.common import Statements, sid_of
 
 _SESSION = bindparam("p_session_id")
 
@@ -17,9 +17,11 @@ _SESSION = bindparam("p_session_id")
 @lru_cache(maxsize=1)
 def _purge_statements() -> tuple[Any, ...]:
     """A purge's deletions, built once with a bound session id (in the order they run)."""
-    owned = (t.attachments, t.session_grants, t.session_leases, t.session_reverts, t.turn_inputs, t.turns, t.records)
+    owned = (t.attachments, t.session_grants, t.session_leases, t.session_reverts, t.turn_inputs)
+    keyed = (t.turns, t.records)  # by the session's integer key
     return (
         *(delete(table).where(table.c.session_id == _SESSION) for table in owned),
+        *(delete(table).where(table.c.sid == sid_of(_SESSION)) for table in keyed),
         delete(t.idempotency_keys).where(t.idempotency_keys.c.child_session_id == _SESSION),
         delete(t.session_lineage).where(t.session_lineage.c.session_id == _SESSION),
     )
@@ -42,7 +44,11 @@ _MARK_PURGING = (
     .where(t.sessions.c.session_id == _SESSION, t.sessions.c.child_count == 0)
     .values(deleted_at=func.coalesce(t.sessions.c.deleted_at, bindparam("p_now", type_=t.sessions.c.deleted_at.type)))
 )
-_DELETE_RECORDS = delete(t.records).where(t.records.c.session_id == _SESSION)
+_DELETE_RECORDS = {
+    apart: delete(t.records).where(t.records.c.sid == sid_of(_SESSION, t.record_sessions if apart else t.sessions))
+    for apart in (False, True)
+}
+_DELETE_RECORD_SESSION = delete(t.record_sessions).where(t.record_sessions.c.session_id == _SESSION)
 _UNCOUNT_CHILD = (
     update(t.sessions).where(t.sessions.c.session_id == _SESSION).values(child_count=t.sessions.c.child_count - 1)
 )
@@ -72,8 +78,10 @@ class DeletionStatements(Statements):
 
     def delete_records_of(self, session_id: str) -> None:
         """Delete the session's records; each counts as a record examined (`Storage-Records-Examined`)."""
-        deleted = self.records_conn.execute(_DELETE_RECORDS, {"p_session_id": session_id}).rowcount
+        deleted = self.records_conn.execute(_DELETE_RECORDS[self.records_apart], {"p_session_id": session_id}).rowcount
         diagnostics.count_records_examined(max(deleted or 0, 0))
+        if self.records_apart:  # its key there goes too: a session made later with this id gets a new one
+            self.records_conn.execute(_DELETE_RECORD_SESSION, {"p_session_id": session_id})
 
     def purge_session(self, session_id: str, parent_id: str | None) -> None:
         """Remove the session's own rows (its records are gone already) and uncount it from its

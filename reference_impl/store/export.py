@@ -24,12 +24,10 @@ from sqlalchemy.sql.selectable import TextualSelect
 from reference_impl import diagnostics
 from reference_impl.principals import public_id
 from reference_impl.store import tables as t
-from reference_impl.store.common import Statements, turn_from
+from reference_impl.store.common import TURN_SELECT, TURNS_WITH_SESSION, Statements, sid_sql, turn_from
 from reference_impl.store.rows import Segment, TurnRow
 
-TURN_COLUMNS = (
-    "turn_id, session_id, turn_index, role, status, first_record_index, end_record_index, created_at, finished_at"
-)
+TURN_COLUMNS = "turn_id, turn_index, role, status, first_record_index, end_record_index, created_at, finished_at"
 
 
 @lru_cache(maxsize=64)
@@ -37,7 +35,7 @@ def _turns_sql(spans: int) -> TextClause:
     """One statement for the turns of `spans` sessions, each up to an inclusive turn index."""
     branches = " UNION ALL ".join(
         f"SELECT {TURN_COLUMNS}, {n} AS span_ordinal FROM turns "
-        f"WHERE session_id = :s{n} AND turn_index >= :f{n} AND turn_index <= :u{n}"
+        f"WHERE sid = {sid_sql(f's{n}')} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
     return text(f"SELECT * FROM ({branches}) AS spans ORDER BY span_ordinal, turn_index")
@@ -80,14 +78,14 @@ def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
         )
     branches = " UNION ALL ".join(
         f"SELECT {n} AS o, turn_index AS i, {doc(n)} AS doc FROM turns "
-        f"WHERE session_id = :s{n} AND turn_index >= :f{n} AND turn_index <= :u{n}"
+        f"WHERE sid = {sid_sql(f's{n}')} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
     return text(f"SELECT o, i, doc FROM ({branches}) AS spans ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
 
 
-@lru_cache(maxsize=64)
-def _record_documents_sql(dialect: str, segments: int) -> TextualSelect:
+@lru_cache(maxsize=128)
+def _record_documents_sql(dialect: str, segments: int, keys: str = "sessions") -> TextualSelect:
     """The records of `segments` bounded ranges as JSON documents (views.record), in order."""
     if dialect == "sqlite":  # one printf call per row, as for the turns
         doc = lambda n: (  # noqa: E731
@@ -106,7 +104,7 @@ def _record_documents_sql(dialect: str, segments: int) -> TextualSelect:
         )
     branches = " UNION ALL ".join(
         f"SELECT {n} AS o, record_index AS i, {doc(n)} AS doc FROM records "
-        f"WHERE session_id = :s{n} AND record_index > :a{n} AND record_index <= :u{n}"
+        f"WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n} AND record_index <= :u{n}"
         for n in range(segments)
     )
     return text(f"SELECT o, i, doc FROM ({branches}) AS segments ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
@@ -163,11 +161,15 @@ class ExportStatements(Statements):
         for n, (session_id, first, upto) in enumerate(spans):
             params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
         rows = self.conn.execute(_turns_sql(len(spans)), params).mappings()
-        return [turn_from(row) for row in rows]
+        return [turn_from({**row, "session_id": spans[row["span_ordinal"]][0]}) for row in rows]
 
     def turn_at_index(self, session_id: str, turn_index: int) -> TurnRow | None:
-        """The turn of a session with this index: one statement (the unique index on both)."""
-        query = select(t.turns).where(t.turns.c.session_id == session_id, t.turns.c.turn_index == turn_index)
+        """The turn of a session with this index: one statement (the key of both)."""
+        query = (
+            select(*TURN_SELECT)
+            .select_from(TURNS_WITH_SESSION)
+            .where(t.sessions.c.session_id == session_id, t.turns.c.turn_index == turn_index)
+        )
         row = self.conn.execute(query).mappings().first()
         return turn_from(row) if row else None
 
@@ -192,7 +194,7 @@ class ExportStatements(Statements):
             params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
             params[f"p{n}"], params[f"k{n}"] = self.document_naming(segment.session_id)
         conn = self.records_conn
-        query = _record_documents_sql(conn.dialect.name, len(segments))
+        query = _record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
         documents = Documents(_execute(conn, query, params, batch), batch or 10**9)
         diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments if segment.upto is not None))
         return documents

@@ -6,11 +6,22 @@ from typing import Any
 
 from functools import lru_cache
 
-from sqlalchemy import and_, bindparam, insert, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import Select
 
 from reference_impl.store import tables as t
-from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by, turn_from
+from reference_impl.store.common import (
+    GRANT_ROLE,
+    SESSION_COLUMNS,
+    TURN_SELECT,
+    TURNS_WITH_SESSION,
+    Statements,
+    session_from,
+    sessions_seen_by,
+    sid_of,
+    turn_from,
+)
 from reference_impl.store.rows import LeaseRow, SessionRow, TurnRow
 
 
@@ -47,7 +58,7 @@ def _session_for_write_query(lock: bool) -> Select[Any]:
 
 @lru_cache(maxsize=1)
 def _turn_query() -> Select[Any]:
-    return select(t.turns).where(t.turns.c.turn_id == bindparam("turn_id"))
+    return select(*TURN_SELECT).select_from(TURNS_WITH_SESSION).where(t.turns.c.turn_id == bindparam("turn_id"))
 
 
 @lru_cache(maxsize=1)
@@ -96,9 +107,33 @@ def _reserve_query() -> Any:
     )
 
 
-_INSERT_SESSION = insert(t.sessions)
-_INSERT_TURN = insert(t.turns)
-_INSERT_RECORDS = insert(t.records)
+@lru_cache(maxsize=2)
+def _insert_session(dialect: str) -> Any:
+    """PostgreSQL draws the new session's integer key from its sequence; SQLite, whose writes are
+    serialised, takes the largest plus one (a purged session's key may be taken again: its turns
+    and records are gone by then)."""
+    if dialect == "postgresql":
+        return insert(t.sessions)
+    return insert(t.sessions).values(sid=select(func.coalesce(func.max(t.sessions.c.sid), 0) + 1).scalar_subquery())
+
+
+_INSERT_TURN = insert(t.turns).values(sid=sid_of(bindparam("session_id"))).inline()  # no RETURNING of the key
+
+
+@lru_cache(maxsize=2)
+def _insert_records(apart: bool) -> Any:
+    return insert(t.records).values(sid=sid_of(bindparam("session_id"), t.record_sessions if apart else t.sessions)).inline()
+
+
+@lru_cache(maxsize=2)
+def _add_record_session(dialect: str) -> Any:
+    """A records store apart: give the session its own integer key there, once (a second writer of
+    the same session finds it made and changes nothing)."""
+    keys = t.record_sessions
+    if dialect == "postgresql":
+        return postgresql.insert(keys).values(session_id=bindparam("session_id")).on_conflict_do_nothing()
+    next_sid = select(func.coalesce(func.max(keys.c.sid), 0) + 1).scalar_subquery()
+    return sqlite.insert(keys).values(session_id=bindparam("session_id"), sid=next_sid).on_conflict_do_nothing()
 
 
 class SessionStatements(Statements):
@@ -122,7 +157,7 @@ class SessionStatements(Statements):
         return session_from(row, viewer), lease
 
     def insert_session(self, row: dict[str, Any]) -> None:
-        self.conn.execute(_INSERT_SESSION, row)
+        self.conn.execute(_insert_session(self.conn.dialect.name), row)
 
     def turn(self, turn_id: str) -> TurnRow | None:
         row = self.conn.execute(_turn_query(), {"turn_id": turn_id}).mappings().first()
@@ -133,8 +168,9 @@ class SessionStatements(Statements):
     ) -> TurnRow | None:
         """The session's last finished turn, among the turn index ranges given (segments.py)."""
         query = (
-            select(t.turns)
-            .where(t.turns.c.session_id == session_id, t.turns.c.end_record_index.is_not(None))
+            select(*TURN_SELECT)
+            .select_from(TURNS_WITH_SESSION)
+            .where(t.sessions.c.session_id == session_id, t.turns.c.end_record_index.is_not(None))
             .order_by(t.turns.c.turn_index.desc())
             .limit(1)
         )
@@ -171,7 +207,11 @@ class SessionStatements(Statements):
         return int(row[0]) - count if row else None
 
     def insert_records(self, rows: list[dict[str, Any]]) -> None:
-        self.records_conn.execute(_INSERT_RECORDS, rows)
+        conn = self.records_conn
+        if self.records_apart:
+            for session_id in dict.fromkeys(row["session_id"] for row in rows):
+                conn.execute(_add_record_session(conn.dialect.name), {"session_id": session_id})
+        conn.execute(_insert_records(self.records_apart), rows)
 
     def release_record_indexes(self, session_id: str, turn_id: str, first: int, count: int) -> bool:
         """Give back indexes reserved for records that were never written, if no one came after."""

@@ -77,7 +77,7 @@ class Store:
         with ExitStack() as stack:
             conn = stack.enter_context(self.engine.connect())
             stack.enter_context(conn.begin())
-            yield self.transaction_class(conn, self._records_opener(stack))
+            yield self.transaction_class(conn, self._records_opener(stack), records_apart=self.split)
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -89,7 +89,7 @@ class Store:
         """A transaction on the records store (the core store when there is only one)."""
         engine = self.records_engine or self.engine
         with engine.connect().execution_options(write=True) as conn, conn.begin():
-            yield self.transaction_class(conn, conn)
+            yield self.transaction_class(conn, conn, records_apart=self.split)
 
     def _records_opener(self, stack: ExitStack) -> Callable[[], Connection] | None:
         if self.records_engine is None:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, ForeignKey, Index, Integer, LargeBinary, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, ForeignKey, Identity, Index, Integer, LargeBinary, MetaData, String, Table, Text
 
 # A session or turn id as stored: up to 128 characters, prefixed by its project (principals.py).
 ID = String(256)
+# The integer a session's turns and records are keyed by in place of its id (`sid`): a text id of
+# up to 256 characters in every turn and record row and index entry was most of what a record cost
+# beyond its content (benchmarks, comparison 4). Never reused while any row refers to it.
+SID = BigInteger().with_variant(Integer(), "sqlite")
 metadata = MetaData()
 
 sessions = Table(
@@ -32,6 +36,9 @@ sessions = Table(
     Column("own_segments", Text),
     # The turn holding the slot while suspended or interrupted (running_turn_id is then NULL).
     Column("suspended_turn_id", ID),
+    # The session's integer key (SID): PostgreSQL draws it from a sequence; on SQLite, where writes
+    # are serialised, the insert takes the largest plus one (store/sessions.py).
+    Column("sid", SID, Identity(), nullable=False, unique=True),
     Index("ix_sessions_owner", "owner", "session_id"),
 )
 
@@ -57,35 +64,48 @@ session_lineage = Table(
     Index("ix_session_lineage_root", "root_session_id"),
 )
 
+# Keyed by (sid, turn_index): a session's turns in order; on SQLite the rows live in the key's
+# b-tree. A turn's session id is its session row's (joined by sid).
 turns = Table(
     "turns",
     metadata,
-    Column("turn_id", ID, primary_key=True),
-    Column("session_id", ID, ForeignKey("sessions.session_id"), nullable=False),
-    Column("turn_index", Integer, nullable=False),
+    Column("sid", SID, ForeignKey("sessions.sid"), primary_key=True, autoincrement=False),
+    Column("turn_index", Integer, primary_key=True, autoincrement=False),
+    Column("turn_id", ID, nullable=False),
     Column("role", String(16), nullable=False),
     Column("status", String(16), nullable=False),
     Column("first_record_index", Integer, nullable=False),
     Column("end_record_index", Integer),
     Column("created_at", String(40), nullable=False),
     Column("finished_at", String(40)),
-    Index("uq_turns_session_index", "session_id", "turn_index", unique=True),
+    Index("uq_turns_turn_id", "turn_id", unique=True),
+    sqlite_with_rowid=False,
 )
 
-# Keyed by position, the order every read takes; on SQLite the rows live in the key's b-tree
-# (records_key.py). `record_id` is a server-made uuid that no statement looks up.
+# Keyed by (sid, record_index), the order every read takes; on SQLite the rows live in the key's
+# b-tree (records_key.py). `record_id` is a server-made uuid that no statement looks up. With one
+# store, sid is the session row's; a records store apart keeps its own (record_sessions).
 records = Table(
     "records",
     metadata,
-    Column("record_id", String(64), nullable=False),
-    Column("session_id", ID, ForeignKey("sessions.session_id"), primary_key=True),
+    Column("sid", SID, primary_key=True, autoincrement=False),
     Column("record_index", Integer, primary_key=True, autoincrement=False),
+    Column("record_id", String(64), nullable=False),
     Column("turn_id", ID, nullable=False),
     Column("turn_index", Integer, nullable=False),
     Column("record_type", String(64), nullable=False),
     Column("content", Text, nullable=False),
     Column("created_at", String(40), nullable=False),
     sqlite_with_rowid=False,
+)
+
+# A records store apart from the core store (two-store deployment) only: the integer key its
+# records use for each session id, made by the first record write of the session.
+record_sessions = Table(
+    "record_sessions",
+    metadata,
+    Column("session_id", ID, primary_key=True),
+    Column("sid", SID, Identity(), nullable=False, unique=True),
 )
 
 idempotency_keys = Table(

@@ -12,7 +12,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.sql.elements import TextClause
 
 from reference_impl import diagnostics
-from reference_impl.store.common import Statements, session_from
+from reference_impl.store.common import Statements, session_from, sid_sql
 from reference_impl.store.rows import ChainLink, RecordRow, Segment
 
 # One statement reads the whole chain, whatever its depth. Walking up from the session, each
@@ -71,11 +71,13 @@ ORDER BY c.hops DESC
     )
 )
 
-RECORD_COLUMNS = "record_id, session_id, record_index, turn_id, turn_index, record_type, content, created_at"
+# A record's session id is its segment's (`:s<n>`), filled in by `read_records`: records hold the
+# session's integer key only.
+RECORD_COLUMNS = "record_id, record_index, turn_id, turn_index, record_type, content, created_at"
 
 
-@lru_cache(maxsize=256)
-def _records_sql(bounded: tuple[bool, ...]) -> TextClause:
+@lru_cache(maxsize=512)
+def _records_sql(bounded: tuple[bool, ...], keys: str = "sessions") -> TextClause:
     """One statement for a page over segments; `bounded[n]` says whether segment n has an upper bound.
 
     Each branch has a limit of its own (`:l<n>`): the rows the page still needs from that segment.
@@ -85,7 +87,7 @@ def _records_sql(bounded: tuple[bool, ...]) -> TextClause:
         upper = f" AND record_index <= :u{n}" if has_upper else ""
         parts.append(
             f"SELECT * FROM (SELECT {RECORD_COLUMNS}, {n} AS segment_ordinal FROM records "
-            f"WHERE session_id = :s{n} AND record_index > :a{n}{upper} "
+            f"WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n}{upper} "
             f"ORDER BY record_index LIMIT :l{n}) AS segment_{n}"
         )
     return text(" UNION ALL ".join(parts) + " ORDER BY segment_ordinal, record_index")
@@ -111,10 +113,10 @@ def page_plan(segments: Sequence[Segment], limit: int) -> list[tuple[Segment, in
     return plan
 
 
-def _record_from(row: RowMapping) -> RecordRow:
+def _record_from(row: RowMapping, session_id: str) -> RecordRow:
     return RecordRow(
         record_id=row["record_id"],
-        session_id=row["session_id"],
+        session_id=session_id,
         record_index=row["record_index"],
         turn_id=row["turn_id"],
         turn_index=row["turn_index"],
@@ -158,12 +160,13 @@ class TranscriptStatements(Statements):
             params[f"s{n}"], params[f"a{n}"], params[f"l{n}"] = segment.session_id, segment.after, take
             if segment.upto is not None:
                 params[f"u{n}"] = segment.upto
-        query = _records_sql(tuple(segment.upto is not None for segment, _ in plan))
+        query = _records_sql(tuple(segment.upto is not None for segment, _ in plan), self.record_keys.name)
         return self.read_records(query, params)
 
     def read_records(self, query: Any, params: dict[str, Any]) -> list[RecordRow]:
-        """Run a records statement and count every row it produces as a record examined
-        (`Storage-Records-Examined`): records statements never read rows only to discard them."""
-        rows = [_record_from(row) for row in self.records_conn.execute(query, params).mappings()]
+        """Run a records statement (`_records_sql`) and count every row it produces as a record
+        examined (`Storage-Records-Examined`): records statements never read rows only to discard them."""
+        result = self.records_conn.execute(query, params).mappings()
+        rows = [_record_from(row, params[f"s{row['segment_ordinal']}"]) for row in result]
         diagnostics.count_records_examined(len(rows))
         return rows

@@ -72,10 +72,12 @@ def running_turn_inherited(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def last_finished_turn(self, session_id: str, turn_ranges: Any = None) -> Any:
             from reference_impl.store import tables as t
+            from reference_impl.store.common import TURN_SELECT, TURNS_WITH_SESSION
             from sqlalchemy import select
 
             row = self.conn.execute(
-                select(t.turns).where(t.turns.c.session_id == session_id).order_by(t.turns.c.turn_index.desc()).limit(1)
+                select(*TURN_SELECT).select_from(TURNS_WITH_SESSION).where(t.sessions.c.session_id == session_id)
+                .order_by(t.turns.c.turn_index.desc()).limit(1)
             ).mappings().first()
             if row is None:
                 return None

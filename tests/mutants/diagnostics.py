@@ -29,6 +29,7 @@ from reference_impl.services.transcript import Page, TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
+from reference_impl.store.common import sid_of
 from reference_impl.store.engine import make_engine
 from reference_impl.store.rows import RecordRow, Segment
 from reference_impl.store.transcript import _records_sql
@@ -120,10 +121,14 @@ fork_checkpoints = Table(
 )
 
 
+# A record's session id: records hold their session's integer key (reference_impl/store/tables.py).
+_RECORD_SESSION_ID = select(t.sessions.c.session_id).where(t.sessions.c.sid == t.records.c.sid).scalar_subquery()
+
+
 def _inherited_record_bounds(tx: Transaction, child_id: str, max_depth: int) -> list[Any]:
     """The WHERE terms selecting every record a new child inherits, one per ancestor with records."""
     return [
-        and_(t.records.c.session_id == link.session.session_id, t.records.c.record_index <= link.record_bound)
+        and_(t.records.c.sid == sid_of(link.session.session_id), t.records.c.record_index <= link.record_bound)
         for link in tx.chain(child_id, max_depth)
         if link.record_bound not in (-1, None)
     ]
@@ -155,7 +160,7 @@ def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
         bounds = _inherited_record_bounds(tx, child_id, max_depth)
         if bounds:
             copied = select(
-                literal(child_id), t.records.c.record_id, t.records.c.session_id,
+                literal(child_id), t.records.c.record_id, _RECORD_SESSION_ID,
                 t.records.c.record_index, t.records.c.content,
             ).where(or_(*bounds))
             tx.conn.execute(
@@ -190,7 +195,7 @@ def _checkpointing_fork(settings: Settings) -> ASGIApp:
         state = []
         if bounds:
             rows = tx.conn.execute(
-                select(t.records.c.record_id, t.records.c.session_id, t.records.c.record_index, t.records.c.content)
+                select(t.records.c.record_id, _RECORD_SESSION_ID, t.records.c.record_index, t.records.c.content)
                 .where(or_(*bounds))
             ).all()
             state = [list(row) for row in rows]

@@ -22,6 +22,7 @@ from reference_impl.services.transcript import Page, TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
+from reference_impl.store.common import sid_of
 from reference_impl.store.rows import RecordRow, Segment
 from reference_impl.services.common import ChapterService
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app, rewrite_responses
@@ -369,10 +370,10 @@ def fork_copies_records(settings: Settings) -> ASGIApp:
             copies = self._inherited(row)
             for index, record in enumerate(copies):
                 self.conn.execute(insert(t.records).values(
-                    record_id=new_id(), session_id=row["session_id"], record_index=index,
+                    record_id=new_id(), sid=sid_of(row["session_id"]), record_index=index,
                     turn_id=record.turn_id, turn_index=record.turn_index, record_type=record.record_type,
                     content=json.dumps(record.content), created_at=record.created_at,
-                ))
+                ).inline())
             self.conn.execute(update(t.sessions).where(t.sessions.c.session_id == row["session_id"]).values(record_count=len(copies)))
             super().insert_lineage({**row, "cutoff_session_id": None, "cutoff_turn_index": -1, "cutoff_record_index": -1})
 

@@ -15,6 +15,7 @@ from reference_impl.services.transcript import Page, TranscriptService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
+from reference_impl.store.common import sid_of
 from reference_impl.store.rows import ChainLink
 from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant
 
@@ -72,7 +73,7 @@ def revert_deletes_records(settings: Settings) -> ASGIApp:
                 for gone in result["revert"]["reverted_records"]:
                     tx.records_conn.execute(
                         delete(t.records).where(
-                            t.records.c.session_id == session_id,
+                            t.records.c.sid == sid_of(session_id),
                             t.records.c.record_index >= gone["first_index"],
                             t.records.c.record_index < gone["end_index"],
                         )

@@ -13,6 +13,7 @@ from reference_impl.services.turn_writes import TurnWritesService, WriteOutcome
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
+from reference_impl.store.common import sid_of
 from reference_impl.store.rows import IdempotencyRow
 from reference_impl.store.store import IntegrityError
 from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant
@@ -146,7 +147,8 @@ def records_inserted_one_by_one(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def insert_records(self, rows: list[dict[str, Any]]) -> None:
             for row in rows:
-                self.records_conn.execute(insert(t.records).values(**row))
+                columns = {key: value for key, value in row.items() if key != "session_id"}
+                self.records_conn.execute(insert(t.records).values(**columns, sid=sid_of(row["session_id"], self.record_keys)).inline())
 
     return app_with_transaction(settings, Tx)
 

@@ -9,7 +9,7 @@ context.configure(
     connection=connection,
     target_metadata=metadata,
     version_table="alembic_version_records",
-    include_name=lambda name, kind, parent: kind != "table" or name == "records",
+    include_name=lambda name, kind, parent: kind != "table" or name in ("records", "record_sessions"),
 )
 with context.begin_transaction():
     context.run_migrations()
