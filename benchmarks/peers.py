@@ -29,8 +29,14 @@ _SESSION = text(
 
 _NO_BOUND = 2**62
 # Records hold their session's integer key (`sid`), not its id: each read names the id it asked for.
-_RECORD_COLUMNS = "record_id, CAST(:{param} AS VARCHAR(256)) AS session_id, record_index, turn_id, turn_index, record_type, content"
+# Ids the reference derived from the session's token are not stored (reference_impl/store/ids.py).
+_TOKEN = "(SELECT token FROM sessions WHERE session_id = :{param})"
+_RECORD_COLUMNS = (
+    "COALESCE(record_id, " + _TOKEN + " || 'r' || CAST(record_index AS VARCHAR(20))) AS record_id, "
+    "CAST(:{param} AS VARCHAR(256)) AS session_id, record_index, turn_id, turn_index, record_type, content"
+)
 _SID = "(SELECT sid FROM sessions WHERE session_id = :{param})"
+_TURN_ID = "COALESCE(turn_id, " + _TOKEN + " || 't' || CAST(turn_index AS VARCHAR(20)))"
 
 
 
@@ -130,7 +136,7 @@ class CopyOnForkPeer:
         row = conn.execute(
             text(
                 "SELECT turn_index, end_record_index FROM turns "
-                f"WHERE turn_id = :turn_id AND sid = {_SID.format(param='source')}"
+                f"WHERE {_TURN_ID.format(param='source')} = :turn_id AND sid = {_SID.format(param='source')}"
             ),
             {"turn_id": cut["turn_id"], "source": source_id},
         ).first()
@@ -233,7 +239,8 @@ class HistoryScanFinder:
     def find(self, session_id: str, turn_id: str) -> tuple[int, int]:
         """(turn index, steps walked) of `turn_id` in the session's history."""
         step = text(
-            f"SELECT turn_id, turn_index FROM turns WHERE sid = {_SID.format(param='session_id')} "
+            f"SELECT {_TURN_ID.format(param='session_id')} AS turn_id, turn_index FROM turns "
+            f"WHERE sid = {_SID.format(param='session_id')} "
             "AND turn_index < :before ORDER BY turn_index DESC LIMIT 1"
         )
         before = _NO_BOUND

@@ -96,7 +96,9 @@ def test_storage_copies_records_and_lineage_does_not(sqlite: dict[str, Any]) -> 
             table: sum(size for name, size in objects.items() if name == table or name.startswith(f"{table}."))
             for table in part["bytes_by_table"]
         }
-    assert section["copy"]["bytes_by_object"]["records"] > section["lineage"]["bytes_by_object"]["records"] > 0
+    # At these sizes the lineage's records may still fit in the page an empty table has (growth 0);
+    # the copies never do.
+    assert section["copy"]["bytes_by_object"]["records"] > section["lineage"]["bytes_by_object"]["records"] >= 0
 
 
 def test_layouts_probe_writes_the_storage_scenario_in_each_layout(sqlite: dict[str, Any]) -> None:

@@ -90,9 +90,9 @@ def test_malformed_stored_records_are_skipped_and_counted_never_fatal(engine: st
         last = turn(http, sid, [{"c": 3}, {"d": 4}, {"e": 5}])
         records = walk(http, sid)
         db = make_engine(url)
-        with db.begin() as conn:
-            conn.execute(text("UPDATE records SET content = :c WHERE record_id = :r"), {"c": '{"d": 4', "r": records[3]["record_id"]})
-            conn.execute(text("UPDATE records SET content = :c WHERE record_id = :r"), {"c": "[1, 2]", "r": records[0]["record_id"]})
+        with db.begin() as conn:  # the database holds this one session: a record is its index
+            conn.execute(text("UPDATE records SET content = :c WHERE record_index = :i"), {"c": '{"d": 4', "i": records[3]["index"]})
+            conn.execute(text("UPDATE records SET content = :c WHERE record_index = :i"), {"c": "[1, 2]", "i": records[0]["index"]})
         db.dispose()
         answer = http.get(f"/sessions/{sid}/context")
         assert answer.status_code == 200, answer.text
@@ -109,11 +109,11 @@ def test_a_turn_of_malformed_records_only_counts_at_most_the_cap_each(tmp_path) 
     with serve_app(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=AUTH) as http:
         sid = http.post("/sessions", json={}).json()["session_id"]
         turn(http, sid, [{"a": 1}])
-        damaged = turn(http, sid, [{"b": "x" * 300}])
+        turn(http, sid, [{"b": "x" * 300}])  # turn 1, damaged below
         turn(http, sid, [{"c": 3}])
         db = make_engine(url)
         with db.begin() as conn:
-            conn.execute(text("UPDATE records SET content = 'garbage' || content WHERE turn_id = :t"), {"t": damaged})
+            conn.execute(text("UPDATE records SET content = 'garbage' || content WHERE turn_index = 1"))  # one session here
         db.dispose()
         body = http.get(f"/sessions/{sid}/context").json()
         assert body["skipped_records"] == 1

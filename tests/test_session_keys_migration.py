@@ -5,6 +5,7 @@ scratch has the same layout."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -124,10 +125,14 @@ def _expected(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: repr(sorted(row.items())))
 
 
+def _unique_on(inspector: Any, table: str, column: str) -> set[str]:
+    """Names of the unique constraints and unique indexes on exactly (column)."""
+    names = {u["name"] for u in inspector.get_unique_constraints(table) if u["column_names"] == [column]}
+    return names | {i["name"] for i in inspector.get_indexes(table) if i["unique"] and i["column_names"] == [column]}
+
+
 def _unique_on_sid(inspector: Any, table: str) -> set[str]:
-    """Names of the unique constraints and unique indexes on exactly (sid)."""
-    names = {u["name"] for u in inspector.get_unique_constraints(table) if u["column_names"] == ["sid"]}
-    return names | {i["name"] for i in inspector.get_indexes(table) if i["unique"] and i["column_names"] == ["sid"]}
+    return _unique_on(inspector, table, "sid")
 
 
 def _assert_keyed(engine: Engine, inspector: Any, table: str, key: str, columns: list[str]) -> None:
@@ -156,7 +161,7 @@ def _assert_layout(engine: Engine, store: str) -> None:
     if store == "records":
         assert set(inspector.get_table_names()) == {"alembic_version_records", "records", "record_sessions"}
         assert records_fks == []
-        assert [c["name"] for c in inspector.get_columns("record_sessions")] == ["session_id", "sid"]
+        assert [c["name"] for c in inspector.get_columns("record_sessions")] == ["session_id", "sid", "token"]
         assert inspector.get_pk_constraint("record_sessions")["constrained_columns"] == ["session_id"]
         assert _unique_on_sid(inspector, "record_sessions") == {"uq_record_sessions_sid"}
         sid = {c["name"]: c for c in inspector.get_columns("record_sessions")}["sid"]
@@ -168,8 +173,11 @@ def _assert_layout(engine: Engine, store: str) -> None:
     assert records_fks == [(["sid"], "sessions", ["sid"])]
     _assert_keyed(engine, inspector, "turns", "turn_index", TURN_COLUMNS)
     assert [(i["name"], i["unique"], i["column_names"]) for i in inspector.get_indexes("turns")] == [
-        ("uq_turns_turn_id", True, ["turn_id"])
+        ("uq_turns_turn_id", True, ["turn_id"])  # partial: only stored ids (store/ids.py)
     ]
+    columns = {table: {c["name"]: c for c in inspector.get_columns(table)} for table in ("turns", "records")}
+    assert [columns["turns"]["turn_id"]["nullable"], columns["records"]["record_id"]["nullable"],
+            columns["records"]["turn_id"]["nullable"]] == [True, True, True]
     fks = inspector.get_foreign_keys("turns")
     assert [(fk["constrained_columns"], fk["referred_table"], fk["referred_columns"]) for fk in fks] == [
         (["sid"], "sessions", ["sid"])
@@ -177,6 +185,7 @@ def _assert_layout(engine: Engine, store: str) -> None:
     assert set(c["name"] for c in inspector.get_columns("sessions")) == set(tables.sessions.columns.keys())
     assert inspector.get_pk_constraint("sessions")["constrained_columns"] == ["session_id"]
     assert _unique_on_sid(inspector, "sessions") == {"uq_sessions_sid"}
+    assert _unique_on(inspector, "sessions", "token") == {"uq_sessions_token"}
     if postgres:
         assert fks[0]["name"] == "turns_sid_fkey"
         sid = {c["name"]: c for c in inspector.get_columns("sessions")}["sid"]
@@ -214,8 +223,8 @@ def _assert_identity_continues(engine: Engine, store: str, largest: int) -> None
     with engine.begin() as conn:
         if store == "core":
             sid = conn.execute(text(
-                "INSERT INTO sessions (session_id, owner, created_at, depth, turn_count, record_count) "
-                "VALUES ('proj~sess-new', 'dave', :at, 0, 0, 0) RETURNING sid"
+                "INSERT INTO sessions (session_id, owner, created_at, depth, turn_count, record_count, token) "
+                "VALUES ('proj~sess-new', 'dave', :at, 0, 0, 0, 'ffffffffffffffffffffffffffffffff') RETURNING sid"
             ), {"at": T[5]}).scalar_one()
         else:
             sid = conn.execute(text(
@@ -244,6 +253,11 @@ def _check_existing(url: str, store: str) -> None:
         sessions = "sessions" if store == "core" else "record_sessions"
         with engine.connect() as conn:
             _assert_sids(conn, sessions, CORE_SIDS if store == "core" else RECORDS_SIDS)
+            tokens = [row[0] for row in conn.execute(text(f"SELECT token FROM {sessions}"))]
+            if store == "core":  # every session gets its token: 32 random hex digits, no two alike
+                assert len(set(tokens)) == len(CORE_SIDS) and all(re.fullmatch("[0-9a-f]{32}", t) for t in tokens)
+            else:  # the records store learns a session's token from its first write after this
+                assert tokens == [None] * len(RECORDS_SIDS)
             records = _rows(conn, "SELECT s.session_id, r.record_index, r.record_id, r.turn_id, r.turn_index, "
                                   f"r.record_type, r.content, r.created_at FROM records r JOIN {sessions} s "
                                   "ON s.sid = r.sid")

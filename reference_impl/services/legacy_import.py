@@ -26,7 +26,7 @@ from reference_impl.errors import ImportInProgress, InvalidLegacyHistory, Legacy
 from reference_impl.legacy_lines import Line, LineReader, RecordLine, parse_meta, parse_record
 from reference_impl.principals import Caller, public_id
 from reference_impl.services import turn_steps as steps
-from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
+from reference_impl.services.common import ChapterService, timestamp, utcnow
 from reference_impl.services.fork import ForkService
 from reference_impl.services.legacy_progress import CLAIM_SECONDS, ImportProgress, Progress, chained
 from reference_impl.store import Transaction
@@ -247,7 +247,10 @@ class ImportJob(ImportProgress):
                     raise StorageUnavailable("the imported turn is not running; retry the upload")
                 first = first_index
                 items = [(item.type, json.dumps(item.payload, separators=(",", ":"))) for _, item in batch]
-                rows = steps.record_rows(self.session_id, turn_id, progress.open["index"], first, items, timestamp(utcnow()))
+                rows = steps.record_rows(
+                    self.session_id, turn_id, progress.open["index"], first, items, timestamp(utcnow()),
+                    progress.open.get("token"),  # absent from an import begun before derived ids: ids made afresh
+                )
                 for _, item in batch:
                     progress.open["digest"] = chained(progress.open["digest"], [progress.open["role"], item.type, item.payload])
                 progress.records += len(batch)
@@ -275,11 +278,12 @@ class ImportJob(ImportProgress):
 
     def _open_turn(self, tx: Transaction, record: RecordLine) -> None:
         assert self.session_id is not None
-        turn = steps.open_turn(tx, self.session_id, new_key(self.principal), record.role)
+        turn = steps.open_turn(tx, self.session_id, None, record.role)
         if turn is None:
             raise ImportInProgress(f"session {self.session_id} has a running turn; finish it before importing more")
         self.progress.open = {
             "legacy": record.turn, "turn_id": turn.turn_id, "index": turn.turn_index, "role": record.role, "digest": "",
+            "token": turn.token,
         }
 
     def _close_open(self, tx: Transaction) -> None:

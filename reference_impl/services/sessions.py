@@ -51,7 +51,7 @@ class SessionsService(ChapterService):
     ) -> dict[str, Any]:
         """Start a turn. `prefix`: records rebuilt from replay history (services/rollout.py), written
         to the new turn before any of its own, in the same transaction."""
-        turn_id = body.get("turn_id") or new_key(principal)
+        turn_id = body.get("turn_id")  # None: the store derives the turn's id
         rebuilt: list[dict[str, Any]] = []
         try:
             with self.store.write() as tx:

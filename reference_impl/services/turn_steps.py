@@ -18,6 +18,7 @@ from reference_impl.principals import public_id
 from reference_impl.services.common import new_id, timestamp, utcnow
 from reference_impl.settings import Limits
 from reference_impl.store import Store, Transaction
+from reference_impl.store import ids
 from reference_impl.store.rows import TurnRow
 from reference_impl.store.store import StorageError
 
@@ -66,14 +67,15 @@ def turn_row(
     }
 
 
-def open_turn(tx: Transaction, session_id: str, turn_id: str, role: str) -> TurnRow | None:
-    """Claim the session's turn slot and insert the running turn; None when another turn holds it."""
+def open_turn(tx: Transaction, session_id: str, turn_id: str | None, role: str) -> TurnRow | None:
+    """Claim the session's turn slot and insert the running turn, with `turn_id` (a client's) or the
+    id the store derives (None); None when another turn holds the slot."""
     slot = tx.claim_turn_slot(session_id, turn_id)
     if slot is None:
         return None
-    row = turn_row(turn_id, session_id, slot[0], role, slot[1], timestamp(utcnow()))
-    tx.insert_turn(row)
-    return TurnRow(**row)
+    row = turn_row(slot.turn_id, session_id, slot.index, role, slot.first, timestamp(utcnow()))
+    tx.insert_turn(row, slot.token)
+    return TurnRow(**row, token=slot.token)
 
 
 def close_turn(tx: Transaction, turn: TurnRow, status: str, finished_at: str) -> TurnRow:
@@ -107,12 +109,15 @@ def reserve_indexes(tx: Transaction, session_id: str, turn_id: str, count: int) 
 
 
 def record_rows(
-    session_id: str, turn_id: str, turn_index: int, first: int, items: list[tuple[str, str]], created_at: str
+    session_id: str, turn_id: str, turn_index: int, first: int, items: list[tuple[str, str]], created_at: str,
+    token: str | None,
 ) -> list[dict[str, Any]]:
-    """Rows for records (type, stored content) at the indexes reserved from `first`."""
+    """Rows for records (type, stored content) at the indexes reserved from `first`. Their ids are
+    derived from the session's `token` and the index (store/ids.py); without one, made afresh."""
     return [
         {
-            "record_id": new_id(),
+            "record_id": ids.record_id(token, first + offset) if token else new_id(),
+            "token": token,
             "session_id": session_id,
             "record_index": first + offset,
             "turn_id": turn_id,
@@ -148,7 +153,7 @@ def append_rows(
     """Reserve indexes for the items on the running turn and build their rows; with one store they
     are inserted here, in the reservation's transaction (two stores: `insert_or_give_back` after it)."""
     first = reserve_indexes(tx, turn.session_id, turn.turn_id, len(items))
-    rows = record_rows(turn.session_id, turn.turn_id, turn.turn_index, first, items, created_at)
+    rows = record_rows(turn.session_id, turn.turn_id, turn.turn_index, first, items, created_at, turn.token)
     if not store.split:
         tx.insert_records(rows)
     return first, rows

@@ -24,7 +24,7 @@ from typing import Any
 from reference_impl import views
 from reference_impl.errors import IdempotencyKeyReused, InvalidRequest, TurnExists, TurnInProgress, TurnNotRunning
 from reference_impl.services import turn_steps as steps
-from reference_impl.services.common import ChapterService, new_key, timestamp, utcnow
+from reference_impl.services.common import ChapterService, timestamp, utcnow
 from reference_impl.store import Transaction
 from reference_impl.store.rows import IdempotencyRow, SessionRow, TurnRow
 from reference_impl.store.store import IntegrityError
@@ -156,7 +156,7 @@ class TurnWritesService(ChapterService):
         fingerprint = fingerprint_of("startTurn", session_id, None, body)
         inputs = body.get("records") or []
         encoded = steps.encoded_contents(self.limits, inputs)
-        turn_id = body.get("turn_id") or new_key(principal)
+        chosen = body.get("turn_id")  # None: the store derives the turn's id
         status = body.get("status")
         written: list[tuple[str, int, int, int, list[dict[str, Any]]]] = []
         sessions: list[SessionRow] = []
@@ -165,19 +165,19 @@ class TurnWritesService(ChapterService):
             try:
                 with self.store.write() as tx:
                     sessions[:] = [self._writable(tx, principal, session_id, lease_id, key, fingerprint)[0]]
-                    claimed = tx.claim_turn_write(session_id, turn_id, len(inputs), finish=status is not None)
+                    claimed = tx.claim_turn_write(session_id, chosen, len(inputs), finish=status is not None)
                     if claimed is None:
                         raise TurnInProgress(f"session {session_id} already has a running turn")
-                    turn_index, first, child_count = claimed
+                    turn_index, first, child_count, turn_id, token = claimed
                     now = timestamp(utcnow())
                     end = first + len(inputs) if status else None
                     row = steps.turn_row(turn_id, session_id, turn_index, body["role"], first, now, status or "running", end)
-                    tx.insert_turn(row)
+                    tx.insert_turn(row, token)
                     result = views.turn(TurnRow(**row))
                     rows: list[dict[str, Any]] = []
                     if "records" in body:
                         items = [(item["type"], content) for item, content in zip(inputs, encoded)]
-                        rows = steps.record_rows(session_id, turn_id, turn_index, first, items, now)
+                        rows = steps.record_rows(session_id, turn_id, turn_index, first, items, now, token)
                         if rows and not self.store.split:
                             tx.insert_records(rows)
                         result["records"] = steps.record_views(rows, [item["content"] for item in inputs])
@@ -186,17 +186,17 @@ class TurnWritesService(ChapterService):
                     self._remember(tx, principal, key, fingerprint, session_id, 201, result)
                     written[:] = [(turn_id, turn_index, first, child_count, rows)]
             except IntegrityError as exc:
-                if key is None and body.get("turn_id") is not None:
-                    raise TurnExists(f"turn {turn_id} already exists") from exc
+                if key is None and chosen is not None:
+                    raise TurnExists(f"turn {chosen} already exists") from exc
                 raise  # a concurrent identical request committed first: evaluated again, it replays
             return WriteOutcome(201, result, False)
 
         try:
             outcome = self._run(principal, key, fingerprint, attempt, (TurnInProgress,))
         except IntegrityError as exc:
-            if body.get("turn_id") is None:
+            if chosen is None:
                 raise
-            raise TurnExists(f"turn {turn_id} already exists") from exc
+            raise TurnExists(f"turn {chosen} already exists") from exc
         if self.store.split and not outcome.replayed and written and written[0][4]:
             self._write_records_or_undo(principal, key, session_id, *written[0])
             if status == "completed":  # the turn stands only now: a refused records write took it back

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import Table, and_, select
+from sqlalchemy import Table, and_, func, or_, select
 from sqlalchemy.engine import Connection, RowMapping
 from sqlalchemy.sql.elements import BindParameter
 
+from reference_impl.principals import KEY_SEPARATOR
+from reference_impl.store import ids
 from reference_impl.store import tables as t
 from reference_impl.store.rows import LineageRow, SessionRow, TurnRow
 
@@ -84,8 +86,33 @@ def session_from(row: RowMapping, viewer: str | None = None) -> SessionRow:
     )
 
 
-def turn_from(row: RowMapping) -> TurnRow:
-    return TurnRow(**{key: row[key] for key in TurnRow.__dataclass_fields__})
+def turn_from(row: Any) -> TurnRow:
+    """A turn from a row with its session id and token (`TURN_SELECT`): a NULL id is derived."""
+    fields = {key: row[key] for key in TurnRow.__dataclass_fields__}
+    if fields["turn_id"] is None:
+        fields["turn_id"] = ids.turn_key(fields["session_id"], fields["token"], fields["turn_index"])
+    return TurnRow(**fields)
+
+
+def turn_where(turn_key: str) -> Any:
+    """The turn with this key: a derived id names its session's token and its index (and its column
+    is NULL); any other id is stored. A derived-looking id may be stored too (a client's, whose token
+    is no session's), so both are asked for; no id names two turns (ids.py)."""
+    stored = t.turns.c.turn_id == turn_key
+    found = ids.decoded(turn_key)
+    if found is None:
+        return stored
+    token, index = found
+    own = select(t.sessions.c.sid).where(t.sessions.c.token == token, in_scope(ids.key_scope(turn_key))).scalar_subquery()
+    return or_(and_(t.turns.c.sid == own, t.turns.c.turn_index == index, t.turns.c.turn_id.is_(None)), stored)
+
+
+def in_scope(scope: str) -> Any:
+    """Sessions of the project whose keys start with `scope` ('' for the default project, whose keys
+    hold no separator; 'P~' for project P, whose name holds none)."""
+    if not scope:
+        return ~t.sessions.c.session_id.contains(KEY_SEPARATOR, autoescape=True)
+    return func.substr(t.sessions.c.session_id, 1, len(scope)) == scope
 
 
 def sid_of(session_id: Any, keys: Table = t.sessions) -> Any:
@@ -101,7 +128,9 @@ def sid_sql(param: str, keys: str = "sessions") -> str:
 
 # A turn with its session's id: turns hold the session's integer key only.
 TURNS_WITH_SESSION = t.turns.join(t.sessions, t.sessions.c.sid == t.turns.c.sid)
-TURN_SELECT: list[Any] = [*(column for column in t.turns.c if column.name != "sid"), t.sessions.c.session_id]
+TURN_SELECT: list[Any] = [
+    *(column for column in t.turns.c if column.name != "sid"), t.sessions.c.session_id, t.sessions.c.token,
+]
 
 
 class Statements:

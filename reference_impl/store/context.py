@@ -22,6 +22,7 @@ from sqlalchemy import text
 from sqlalchemy.sql.elements import TextClause
 
 from reference_impl import diagnostics
+from reference_impl.store import ids
 from reference_impl.store.common import Statements, sid_sql
 from reference_impl.store.rows import Segment
 
@@ -46,7 +47,7 @@ class StoredRecord:
 def _context_sql(segments: int, keys: str = "sessions") -> TextClause:
     branches = " UNION ALL ".join(
         f"SELECT record_id, record_index, turn_id, turn_index, record_type, content, created_at, "
-        f"{n} AS ord FROM records WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n} AND record_index <= :u{n}"
+        f"(SELECT token FROM {keys} WHERE session_id = :s{n}) AS token, {n} AS ord FROM records WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n} AND record_index <= :u{n}"
         for n in range(segments)
     )
     return text(
@@ -65,7 +66,7 @@ ranked AS (
            COUNT(*) OVER () AS turn_total
     FROM turn_sizes
 )
-SELECT sized.record_id, sized.record_index, sized.turn_id, sized.turn_index,
+SELECT sized.record_id, sized.token, sized.record_index, sized.turn_id, sized.turn_index,
        sized.record_type, sized.content, sized.created_at, sized.ord, ranked.turn_total
 FROM sized JOIN ranked ON ranked.ord = sized.ord AND ranked.turn_index = sized.turn_index
 WHERE ranked.rn = 1 OR ranked.cum <= :budget
@@ -88,11 +89,11 @@ class ContextStatements(Statements):
         # last turns: each segment's whole index range is examined (`Storage-Records-Examined`).
         diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments))
         return [
-            StoredRecord(
-                record_id=row["record_id"],
+            StoredRecord(  # ids left NULL are derived from the session's token (store/ids.py)
+                record_id=row["record_id"] or ids.record_id(row["token"], row["record_index"]),
                 session_id=segments[row["ord"]].session_id,
                 record_index=row["record_index"],
-                turn_id=row["turn_id"],
+                turn_id=row["turn_id"] or ids.turn_key(segments[row["ord"]].session_id, row["token"], row["turn_index"]),
                 turn_index=row["turn_index"],
                 record_type=row["record_type"],
                 content=row["content"],

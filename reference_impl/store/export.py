@@ -34,7 +34,7 @@ TURN_COLUMNS = "turn_id, turn_index, role, status, first_record_index, end_recor
 def _turns_sql(spans: int) -> TextClause:
     """One statement for the turns of `spans` sessions, each up to an inclusive turn index."""
     branches = " UNION ALL ".join(
-        f"SELECT {TURN_COLUMNS}, {n} AS span_ordinal FROM turns "
+        f"SELECT {TURN_COLUMNS}, {n} AS span_ordinal, {_token(n, 'sessions')} AS token FROM turns "
         f"WHERE sid = {sid_sql(f's{n}')} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
@@ -54,6 +54,24 @@ def _plain(expression: str) -> str:
     return f"""'"' || {expression} || '"'"""
 
 
+def _token(n: int, keys: str) -> str:
+    """SQL for the token of span or segment n's session (a subquery the database runs once)."""
+    return f"(SELECT token FROM {keys} WHERE session_id = :s{n})"
+
+
+def _turn_id_json(dialect: str, n: int, keys: str = "sessions") -> str:
+    """SQL for a turn id as a JSON string: the stored one (a client's, quoted) or, when the column is
+    NULL, the one derived from the session's token and the turn index (store/ids.py)."""
+    stored = f"substr(turn_id, CAST(:k{n} AS INTEGER))"
+    quoted = f"json_quote({stored})" if dialect == "sqlite" else _quote(dialect, stored)
+    return f"""CASE WHEN turn_id IS NULL THEN '"' || {_token(n, keys)} || 't' || CAST(turn_index AS TEXT) || '"' ELSE {quoted} END"""
+
+
+def _record_id(n: int, keys: str) -> str:
+    """SQL for a record id: the stored one, or the one derived from the token and the index."""
+    return f"COALESCE(record_id, {_token(n, keys)} || 'r' || CAST(record_index AS TEXT))"
+
+
 # The columns of a documents statement, declared so SQLAlchemy builds its result metadata once.
 DOCUMENT_COLUMNS = (column("o"), column("i"), column("doc"))
 
@@ -65,13 +83,13 @@ def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
         doc = lambda n: (  # noqa: E731
             """printf('{"turn_id":%s,"session_id":%s,"role":"%s","index":%d,"status":"%s","""
             """"created_at":"%s","finished_at":%s}', """
-            f"json_quote(substr(turn_id, CAST(:k{n} AS INTEGER))), :p{n}, role, turn_index, status, created_at, "
+            f"{_turn_id_json(dialect, n)}, :p{n}, role, turn_index, status, created_at, "
             f"""COALESCE('"' || finished_at || '"', 'null'))"""
         )
     else:
         q = lambda expression: _quote(dialect, expression)  # noqa: E731
         doc = lambda n: (  # noqa: E731
-            f"""'{{"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"session_id":' || :p{n} || """
+            f"""'{{"turn_id":' || {_turn_id_json(dialect, n)} || ',"session_id":' || :p{n} || """
             f"""',"role":' || {_plain("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
             f"""',"status":' || {_plain("status")} || ',"created_at":' || {_plain("created_at")} || """
             f"""',"finished_at":' || COALESCE({_plain("finished_at")}, 'null') || '}}'"""
@@ -91,14 +109,14 @@ def _record_documents_sql(dialect: str, segments: int, keys: str = "sessions") -
         doc = lambda n: (  # noqa: E731
             """printf('{"record_id":"%s","session_id":%s,"turn_id":%s,"index":%d,"type":%s,"content":%s,"""
             """"created_at":"%s"}', """
-            f"record_id, :p{n}, json_quote(substr(turn_id, CAST(:k{n} AS INTEGER))), record_index, "
+            f"{_record_id(n, keys)}, :p{n}, {_turn_id_json(dialect, n, keys)}, record_index, "
             "json_quote(record_type), content, created_at)"
         )
     else:
         q = lambda expression: _quote(dialect, expression)  # noqa: E731
         doc = lambda n: (  # noqa: E731
-            f"""'{{"record_id":' || {_plain("record_id")} || ',"session_id":' || :p{n} || """
-            f"""',"turn_id":' || {q(f"substr(turn_id, CAST(:k{n} AS INTEGER))")} || ',"index":' || CAST(record_index AS TEXT) || """
+            f"""'{{"record_id":' || {_plain(_record_id(n, keys))} || ',"session_id":' || :p{n} || """
+            f"""',"turn_id":' || {_turn_id_json(dialect, n, keys)} || ',"index":' || CAST(record_index AS TEXT) || """
             f"""',"type":' || {q("record_type")} || ',"content":' || content || """
             f"""',"created_at":' || {_plain("created_at")} || '}}'"""
         )

@@ -73,6 +73,7 @@ class TurnRow:
     end_record_index: int | None
     created_at: str
     finished_at: str | None
+    token: str = ""  # its session's token, which the ids of its records derive from (store/ids.py)
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import exists, func, insert, select, update
 
 from reference_impl.store import tables as t
-from reference_impl.store.common import Statements
+from reference_impl.store.common import Statements, turn_where
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class SuspendStatements(Statements):
         return self.conn.execute(query).scalar()
 
     def set_turn_state(self, turn_id: str, **values: Any) -> None:
-        self.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id).values(**values))
+        self.conn.execute(update(t.turns).where(turn_where(turn_id)).values(**values))
 
     def interrupt_running_turns(self) -> int:
         """At start: every running turn becomes interrupted, its pending inputs dropped."""
@@ -78,9 +78,13 @@ class SuspendStatements(Statements):
             .where(t.turn_inputs.c.status == "pending", t.turn_inputs.c.turn_id.in_(running))
             .values(status="dropped")
         )
-        count = self.conn.execute(
-            update(t.turns).where(t.turns.c.turn_id.in_(running)).values(status="interrupted")
-        ).rowcount
+        # A running turn is its session's last (no turn starts while one runs), whatever its id.
+        last_running = exists().where(
+            t.sessions.c.sid == t.turns.c.sid,
+            t.sessions.c.running_turn_id.is_not(None),
+            t.turns.c.turn_index == t.sessions.c.turn_count - 1,
+        )
+        count = self.conn.execute(update(t.turns).where(last_running).values(status="interrupted")).rowcount
         self.conn.execute(
             update(t.sessions)
             .where(t.sessions.c.running_turn_id.is_not(None))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, ForeignKey, Identity, Index, Integer, LargeBinary, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, ForeignKey, Identity, Index, Integer, LargeBinary, MetaData, String, Table, Text, text
 
 # A session or turn id as stored: up to 128 characters, prefixed by its project (principals.py).
 ID = String(256)
@@ -39,6 +39,9 @@ sessions = Table(
     # The session's integer key (SID): PostgreSQL draws it from a sequence; on SQLite, where writes
     # are serialised, the insert takes the largest plus one (store/sessions.py).
     Column("sid", SID, Identity(), nullable=False, unique=True),
+    # 32 random hex digits, made with the session: the turn and record ids the server makes for
+    # the session are derived from it and the index (ids.py), never stored.
+    Column("token", String(32), nullable=False, unique=True),
     Index("ix_sessions_owner", "owner", "session_id"),
 )
 
@@ -65,33 +68,38 @@ session_lineage = Table(
 )
 
 # Keyed by (sid, turn_index): a session's turns in order; on SQLite the rows live in the key's
-# b-tree. A turn's session id is its session row's (joined by sid).
+# b-tree. A turn's session id is its session row's (joined by sid). `turn_id` is NULL for an id the
+# server derived (ids.py); it holds a client's id, or one made before derived ids.
 turns = Table(
     "turns",
     metadata,
     Column("sid", SID, ForeignKey("sessions.sid"), primary_key=True, autoincrement=False),
     Column("turn_index", Integer, primary_key=True, autoincrement=False),
-    Column("turn_id", ID, nullable=False),
+    Column("turn_id", ID),
     Column("role", String(16), nullable=False),
     Column("status", String(16), nullable=False),
     Column("first_record_index", Integer, nullable=False),
     Column("end_record_index", Integer),
     Column("created_at", String(40), nullable=False),
     Column("finished_at", String(40)),
-    Index("uq_turns_turn_id", "turn_id", unique=True),
+    Index(
+        "uq_turns_turn_id", "turn_id", unique=True,
+        sqlite_where=text("turn_id IS NOT NULL"), postgresql_where=text("turn_id IS NOT NULL"),
+    ),
     sqlite_with_rowid=False,
 )
 
 # Keyed by (sid, record_index), the order every read takes; on SQLite the rows live in the key's
-# b-tree (records_key.py). `record_id` is a server-made uuid that no statement looks up. With one
-# store, sid is the session row's; a records store apart keeps its own (record_sessions).
+# b-tree (records_key.py). `record_id` and `turn_id` are NULL for ids the server derives (ids.py);
+# no statement looks a record up by its id. With one store, sid is the session row's; a records
+# store apart keeps its own (record_sessions).
 records = Table(
     "records",
     metadata,
     Column("sid", SID, primary_key=True, autoincrement=False),
     Column("record_index", Integer, primary_key=True, autoincrement=False),
-    Column("record_id", String(64), nullable=False),
-    Column("turn_id", ID, nullable=False),
+    Column("record_id", String(64)),
+    Column("turn_id", ID),
     Column("turn_index", Integer, nullable=False),
     Column("record_type", String(64), nullable=False),
     Column("content", Text, nullable=False),
@@ -106,6 +114,7 @@ record_sessions = Table(
     metadata,
     Column("session_id", ID, primary_key=True),
     Column("sid", SID, Identity(), nullable=False, unique=True),
+    Column("token", String(32)),  # the session's (sessions.token); NULL: only ids made before derived ids
 )
 
 idempotency_keys = Table(

@@ -12,6 +12,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.sql.elements import TextClause
 
 from reference_impl import diagnostics
+from reference_impl.store import ids
 from reference_impl.store.common import Statements, session_from, sid_sql
 from reference_impl.store.rows import ChainLink, RecordRow, Segment
 
@@ -86,7 +87,8 @@ def _records_sql(bounded: tuple[bool, ...], keys: str = "sessions") -> TextClaus
     for n, has_upper in enumerate(bounded):
         upper = f" AND record_index <= :u{n}" if has_upper else ""
         parts.append(
-            f"SELECT * FROM (SELECT {RECORD_COLUMNS}, {n} AS segment_ordinal FROM records "
+            f"SELECT * FROM (SELECT {RECORD_COLUMNS}, {n} AS segment_ordinal, "
+            f"(SELECT token FROM {keys} WHERE session_id = :s{n}) AS token FROM records "
             f"WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n}{upper} "
             f"ORDER BY record_index LIMIT :l{n}) AS segment_{n}"
         )
@@ -114,11 +116,13 @@ def page_plan(segments: Sequence[Segment], limit: int) -> list[tuple[Segment, in
 
 
 def _record_from(row: RowMapping, session_id: str) -> RecordRow:
+    """A record; ids its columns leave NULL are derived from its session's token (store/ids.py)."""
+    token, index = row["token"], row["record_index"]
     return RecordRow(
-        record_id=row["record_id"],
+        record_id=row["record_id"] or ids.record_id(token, index),
         session_id=session_id,
-        record_index=row["record_index"],
-        turn_id=row["turn_id"],
+        record_index=index,
+        turn_id=row["turn_id"] or ids.turn_key(session_id, token, row["turn_index"]),
         turn_index=row["turn_index"],
         record_type=row["record_type"],
         content=json.loads(row["content"]),

@@ -9,7 +9,9 @@ from typing import Any
 from sqlalchemy import and_, bindparam, delete, select, update
 
 from reference_impl.store import tables as t
-from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by
+from reference_impl.store import ids
+from reference_impl.store.common import GRANT_ROLE, SESSION_COLUMNS, Statements, session_from, sessions_seen_by, turn_where
+from reference_impl.store.sessions import new_turn_key
 from reference_impl.store.rows import IdempotencyRow, LeaseRow, SessionRow
 
 _KEY_COLUMNS = [
@@ -52,12 +54,12 @@ def _claim_turn_write_query(finish: bool) -> Any:
             sessions.c.suspended_turn_id.is_(None),  # a suspended turn holds the slot too
         )
         .values(
-            running_turn_id=None if finish else bindparam("p_turn_id"),
+            running_turn_id=None if finish else new_turn_key(),
             turn_count=sessions.c.turn_count + 1,
             record_count=sessions.c.record_count + bindparam("p_count"),
             version=sessions.c.version + 1,
         )
-        .returning(sessions.c.turn_count, sessions.c.record_count, sessions.c.child_count)
+        .returning(sessions.c.turn_count, sessions.c.record_count, sessions.c.child_count, sessions.c.token)
     )
 
 
@@ -89,15 +91,23 @@ class TurnWriteStatements(Statements):
             )
         return session_from(row, viewer), lease, stored
 
-    def claim_turn_write(self, session_id: str, turn_id: str, count: int, finish: bool) -> tuple[int, int, int] | None:
+    def claim_turn_write(
+        self, session_id: str, turn_id: str | None, count: int, finish: bool
+    ) -> tuple[int, int, int, str, str] | None:
         """Start a turn with `count` records reserved, in one statement: (turn index, first record
-        index, child count) or None when another turn is running. A finished turn leaves the
-        session free (`finish`); otherwise the turn is the session's running one."""
+        index, child count, turn key, session token) or None when another turn is running. The key
+        is `turn_id` (a client's) or derived from the token and the index (store/ids.py). A finished
+        turn leaves the session free (`finish`); otherwise the turn is the session's running one."""
+        self.refuse_taken_token(turn_id)  # type: ignore[attr-defined]
         params: dict[str, Any] = {"p_session_id": session_id, "p_count": count}
         if not finish:
-            params["p_turn_id"] = turn_id
+            params["p_turn_id"], params["p_scope"] = turn_id, ids.key_scope(session_id)
         row = self.conn.execute(_claim_turn_write_query(finish), params).first()
-        return (int(row[0]) - 1, int(row[1]) - count, int(row[2] or 0)) if row else None
+        if row is None:
+            return None
+        index, token = int(row[0]) - 1, str(row[3])
+        key = turn_id if turn_id is not None else ids.turn_key(session_id, token, index)
+        return index, int(row[1]) - count, int(row[2] or 0), key, token
 
     def undo_turn_write(
         self, session_id: str, turn_id: str, turn_index: int, first: int, count: int, child_count: int
@@ -118,5 +128,5 @@ class TurnWriteStatements(Statements):
         )
         if result.rowcount != 1:
             return False
-        self.conn.execute(delete(t.turns).where(t.turns.c.turn_id == turn_id))
+        self.conn.execute(delete(t.turns).where(turn_where(turn_id)))
         return True

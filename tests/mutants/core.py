@@ -81,13 +81,13 @@ def running_turn_inherited(settings: Settings) -> ASGIApp:
             ).mappings().first()
             if row is None:
                 return None
-            from reference_impl.store.rows import TurnRow
+            from reference_impl.store.common import turn_from
 
             fields = dict(row)
             if fields["end_record_index"] is None:
                 session = self.session(session_id)
                 fields["end_record_index"] = session.record_count if session else 0
-            return TurnRow(**fields)
+            return turn_from(fields)
 
     return app_with_transaction(settings, Tx)
 

@@ -16,6 +16,8 @@ from sqlalchemy import (
     Table,
     Text,
     and_,
+    cast,
+    func,
     insert,
     literal,
     or_,
@@ -121,8 +123,14 @@ fork_checkpoints = Table(
 )
 
 
-# A record's session id: records hold their session's integer key (reference_impl/store/tables.py).
+# A record's session id and its id: records hold their session's integer key, and the ids the
+# reference derives from the session's token are not stored (reference_impl/store/tables.py, ids.py).
 _RECORD_SESSION_ID = select(t.sessions.c.session_id).where(t.sessions.c.sid == t.records.c.sid).scalar_subquery()
+_RECORD_ID = func.coalesce(
+    t.records.c.record_id,
+    select(t.sessions.c.token).where(t.sessions.c.sid == t.records.c.sid).scalar_subquery()
+    + "r" + cast(t.records.c.record_index, String),
+)
 
 
 def _inherited_record_bounds(tx: Transaction, child_id: str, max_depth: int) -> list[Any]:
@@ -160,7 +168,7 @@ def fork_copies_inherited_records_keeping_ids(settings: Settings) -> ASGIApp:
         bounds = _inherited_record_bounds(tx, child_id, max_depth)
         if bounds:
             copied = select(
-                literal(child_id), t.records.c.record_id, _RECORD_SESSION_ID,
+                literal(child_id), _RECORD_ID, _RECORD_SESSION_ID,
                 t.records.c.record_index, t.records.c.content,
             ).where(or_(*bounds))
             tx.conn.execute(
@@ -195,7 +203,7 @@ def _checkpointing_fork(settings: Settings) -> ASGIApp:
         state = []
         if bounds:
             rows = tx.conn.execute(
-                select(t.records.c.record_id, _RECORD_SESSION_ID, t.records.c.record_index, t.records.c.content)
+                select(_RECORD_ID, _RECORD_SESSION_ID, t.records.c.record_index, t.records.c.content)
                 .where(or_(*bounds))
             ).all()
             state = [list(row) for row in rows]

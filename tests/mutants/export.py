@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sqlalchemy import text
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reference_impl import cursors, views
@@ -15,6 +16,7 @@ from reference_impl.principals import public_id
 from reference_impl.services.export import ExportDocument, ExportService, TurnPositionService, record_segments_of, spans_of
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
+from reference_impl.store import export as store_export
 from reference_impl.store.export import Documents
 from reference_impl.store.rows import RecordRow, Segment
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app
@@ -116,6 +118,33 @@ class OneNameInDocuments(Transaction):
         description="the export's database-built record documents name every record by the session read")
 def export_documents_named_by_one_session(settings: Settings) -> ASGIApp:
     return app_with_transaction(settings, OneNameInDocuments)
+
+
+class OneTokenInDocuments(Transaction):
+    """The database-built record documents derive every id the server made from the token of one
+    session (the last segment's, normally the session read) instead of the session holding the
+    record: inherited records then get ids they never had (a way to be wrong that only derived ids
+    have, reference_impl/store/ids.py)."""
+
+    def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
+        conn = self.records_conn
+        query = store_export._record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
+        sql = str(query)
+        for n in range(len(segments)):
+            sql = sql.replace(f"(SELECT token FROM {self.record_keys.name} WHERE session_id = :s{n})",
+                              f"(SELECT token FROM {self.record_keys.name} WHERE session_id = :s{len(segments) - 1})")
+        params: dict[str, Any] = {}
+        for n, segment in enumerate(segments):
+            params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
+            params[f"p{n}"], params[f"k{n}"] = self.document_naming(segment.session_id)
+        result = conn.execute(text(sql).columns(*store_export.DOCUMENT_COLUMNS), params)
+        return Documents(result, batch or 10**9)
+
+
+@mutant("EXPORT-READ-001", select=("export.whole_transcript",),
+        description="the export's database-built record documents derive inherited records' ids from the session read")
+def export_ids_derived_from_one_token(settings: Settings) -> ASGIApp:
+    return app_with_transaction(settings, OneTokenInDocuments)
 
 
 # ---------------------------------------------------------------- EXPORT-TOO-LARGE-001

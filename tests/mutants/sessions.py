@@ -19,6 +19,9 @@ from reference_impl.services.sessions import SessionsService
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
+from reference_impl.store.common import turn_where
+from reference_impl.store.ids import key_scope
+from reference_impl.store.sessions import Slot, new_turn_key
 from reference_impl.store.rows import TurnRow
 from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant, reference_app
 
@@ -211,9 +214,9 @@ def duplicate_session_id_returns_existing(settings: Settings) -> ASGIApp:
 @mutant("SESS-TURN-001", select=("sessions.start_turn",), description="Turn indexes start at 1 instead of 0")
 def turn_index_starts_at_one(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
+        def claim_turn_slot(self, session_id: str, turn_id: str | None) -> Any:
             slot = super().claim_turn_slot(session_id, turn_id)
-            return (slot[0] + 1, slot[1]) if slot else None
+            return slot._replace(index=slot.index + 1) if slot else None
 
     return app_with_transaction(settings, Tx)
 
@@ -246,14 +249,15 @@ def taken_turn_id_replaced(settings: Settings) -> ASGIApp:
 @mutant("SESS-TURN-SINGLE-001", select=("sessions.one_running_turn",), description="A new turn starts while another turn of the session is still running")
 def second_running_turn_allowed(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
+        def claim_turn_slot(self, session_id: str, turn_id: str | None) -> Slot | None:
             row = self.conn.execute(
                 update(t.sessions)
                 .where(t.sessions.c.session_id == session_id)
-                .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1)
-                .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
+                .values(running_turn_id=new_turn_key(), turn_count=t.sessions.c.turn_count + 1)
+                .returning(t.sessions.c.turn_count, t.sessions.c.record_count, t.sessions.c.running_turn_id, t.sessions.c.token),
+                {"p_turn_id": turn_id, "p_scope": key_scope(session_id)},
             ).first()
-            return (row[0] - 1, row[1]) if row else None
+            return Slot(row[0] - 1, row[1], row[2], row[3]) if row else None
 
     return app_with_transaction(settings, Tx)
 
@@ -263,7 +267,7 @@ def second_running_turn_allowed(settings: Settings) -> ASGIApp:
 def finished_turn_refinished(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def refinish_turn(self, turn_id: str, status: str, finished_at: str) -> None:
-            self.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id).values(status=status, finished_at=finished_at))
+            self.conn.execute(update(t.turns).where(turn_where(turn_id)).values(status=status, finished_at=finished_at))
 
     class Service(SessionsService):
         def finish_turn(self, principal: str, session_id: str, turn_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -456,13 +460,14 @@ def turn_slot_checked_then_taken(settings: Settings) -> ASGIApp:
     from reference_impl.store import tables as t
 
     class Tx(Transaction):
-        def claim_turn_slot(self, session_id: str, turn_id: str) -> tuple[int, int] | None:
+        def claim_turn_slot(self, session_id: str, turn_id: str | None) -> Slot | None:
             row = self.conn.execute(
                 update(t.sessions).where(t.sessions.c.session_id == session_id)
-                .values(running_turn_id=turn_id, turn_count=t.sessions.c.turn_count + 1)
-                .returning(t.sessions.c.turn_count, t.sessions.c.record_count)
+                .values(running_turn_id=new_turn_key(), turn_count=t.sessions.c.turn_count + 1)
+                .returning(t.sessions.c.turn_count, t.sessions.c.record_count, t.sessions.c.running_turn_id, t.sessions.c.token),
+                {"p_turn_id": turn_id, "p_scope": key_scope(session_id)},
             ).first()
-            return (row[0] - 1, row[1]) if row else None
+            return Slot(row[0] - 1, row[1], row[2], row[3]) if row else None
 
     class Service(SessionsService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None) -> dict[str, Any]:
@@ -498,7 +503,7 @@ def turn_finished_twice(settings: Settings) -> ASGIApp:
             with self.store.write() as tx:  # closes the turn whatever its status is by now
                 end = tx.conn.execute(select(t.sessions.c.record_count).where(t.sessions.c.session_id == session_id)).scalar_one()
                 tx.conn.execute(update(t.sessions).where(t.sessions.c.session_id == session_id).values(running_turn_id=None))
-                tx.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id)
+                tx.conn.execute(update(t.turns).where(turn_where(turn_id))
                                 .values(status=body["status"], finished_at=finished_at, end_record_index=end))
             return views.turn(replace(turn, status=body["status"], end_record_index=end, finished_at=finished_at))
 

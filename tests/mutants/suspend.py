@@ -16,6 +16,7 @@ from reference_impl.services.suspend import SuspendService, input_view
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
+from reference_impl.store.common import turn_where
 from reference_impl.store.suspend import InputRow
 from tests.mutants import app_with_layers, app_with_service, mutant
 
@@ -245,7 +246,7 @@ class SuspendSetsEnd(SuspendService):
         body = super().suspend(principal, session_id, turn_id, lease_id)
         with self.store.write() as tx:
             count = tx.conn.execute(select(t.sessions.c.record_count).where(t.sessions.c.session_id == session_id)).scalar()
-            tx.conn.execute(update(t.turns).where(t.turns.c.turn_id == turn_id).values(end_record_index=count, status="completed"))
+            tx.conn.execute(update(t.turns).where(turn_where(turn_id)).values(end_record_index=count, status="completed"))
         return body
 
     def get_turn(self, principal: str, session_id: str, turn_id: str) -> dict[str, Any]:

@@ -14,6 +14,8 @@ from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import tables as t
 from reference_impl.store.common import sid_of
+from reference_impl.store.ids import key_scope, turn_key
+from reference_impl.store.sessions import new_turn_key, stored_record
 from reference_impl.store.rows import IdempotencyRow
 from reference_impl.store.store import IntegrityError
 from tests.mutants import app_with_layers, app_with_service, app_with_transaction, mutant
@@ -147,7 +149,7 @@ def records_inserted_one_by_one(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
         def insert_records(self, rows: list[dict[str, Any]]) -> None:
             for row in rows:
-                columns = {key: value for key, value in row.items() if key != "session_id"}
+                columns = {key: value for key, value in stored_record(row).items() if key != "session_id"}
                 self.records_conn.execute(insert(t.records).values(**columns, sid=sid_of(row["session_id"], self.record_keys)).inline())
 
     return app_with_transaction(settings, Tx)
@@ -158,18 +160,23 @@ def records_inserted_one_by_one(settings: Settings) -> ASGIApp:
                     "unconditionally in another")
 def one_request_slot_checked_then_taken(settings: Settings) -> ASGIApp:
     class Tx(Transaction):
-        def claim_turn_write(self, session_id: str, turn_id: str, count: int, finish: bool) -> Any:
+        def claim_turn_write(self, session_id: str, turn_id: str | None, count: int, finish: bool) -> Any:
             row = self.conn.execute(
                 update(t.sessions)
                 .where(t.sessions.c.session_id == session_id)
                 .values(
-                    running_turn_id=None if finish else turn_id,
+                    running_turn_id=None if finish else new_turn_key(),
                     turn_count=t.sessions.c.turn_count + 1,
                     record_count=t.sessions.c.record_count + count,
                 )
-                .returning(t.sessions.c.turn_count, t.sessions.c.record_count, t.sessions.c.child_count)
+                .returning(t.sessions.c.turn_count, t.sessions.c.record_count, t.sessions.c.child_count, t.sessions.c.token),
+                {} if finish else {"p_turn_id": turn_id, "p_scope": key_scope(session_id)},
             ).first()
-            return (int(row[0]) - 1, int(row[1]) - count, int(row[2] or 0)) if row else None
+            if row is None:
+                return None
+            index, token = int(row[0]) - 1, str(row[3])
+            key = turn_id if turn_id is not None else turn_key(session_id, token, index)
+            return index, int(row[1]) - count, int(row[2] or 0), key, token
 
     class Service(TurnWritesService):
         def start_turn(self, principal: str, session_id: str, body: dict[str, Any], lease_id: str | None = None,

@@ -1,5 +1,6 @@
-"""Turns and records keyed by the session's integer key `sessions.sid` in place of its text id
-(reference_impl/store/session_keys.py).
+"""Turns and records keyed by the session's integer key `sessions.sid` in place of its text id, and
+the sessions' tokens the server's turn and record ids derive from (reference_impl/store/session_keys.py,
+ids.py): existing ids stay stored, new ones are not.
 
 Revision ID: 0008_session_keys
 Revises: 0007_records_key

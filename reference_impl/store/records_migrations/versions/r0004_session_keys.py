@@ -1,5 +1,6 @@
 """Records keyed by an integer session key kept in `record_sessions` in place of the session's text
-id (reference_impl/store/session_keys.py).
+id, with the session's token once a write brings it (reference_impl/store/session_keys.py, ids.py):
+existing record ids stay stored, new ones derived are not.
 
 Revision ID: r0004
 Revises: r0003
