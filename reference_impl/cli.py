@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -133,28 +134,38 @@ def serve(args: argparse.Namespace) -> int:
         from reference_impl.http.factory import settings_to_environment
 
         settings_to_environment(settings)
-        uvicorn.run(
+        config = uvicorn.Config(
             "reference_impl.http.factory:app_from_environment",
             factory=True,
             host=args.host,
             port=args.port,
-            fd=args.fd,
             workers=args.workers,
             log_level=args.log_level,
         )
+        from uvicorn.supervisors import Multiprocess
+
+        sock = inherited_socket(args.fd) if args.fd is not None else config.bind_socket()
+        Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()  # as uvicorn.run does
         return 0
     try:
         app = create_app(settings)
     except Exception as exc:  # a database URL the server cannot open: one line, not a traceback
         raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, fd=args.fd, log_level=args.log_level))
+    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level))
     if args.exit_on_stdin_eof:
         _stop_when_stdin_closes(lambda: setattr(server, "should_exit", True))
     try:
-        server.run()
+        server.run(sockets=[inherited_socket(args.fd)] if args.fd is not None else None)
     finally:
         app.state.stop_tracing()  # the last spans leave before the process does
     return 0
+
+
+def inherited_socket(fd: int) -> socket.socket:
+    """The bound socket inherited as descriptor `fd`, of the family it is. Not uvicorn's own `fd`
+    setting: that takes every descriptor for a Unix socket, and asyncio then leaves Nagle's algorithm
+    on for TCP, so each answer waits for the client's delayed acknowledgement (about 40 ms)."""
+    return socket.socket(fileno=fd)
 
 
 def _require_socket(fd: int) -> None:

@@ -31,6 +31,7 @@ import uvicorn
 import yaml
 from starlette.types import ASGIApp
 
+from reference_impl.cli import inherited_socket
 from reference_impl.http import create_app
 from reference_impl.principals import TokensFileError, parse_tokens
 from reference_impl.settings import Limits, Settings
@@ -144,7 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("fault_server: development mode: any bearer token names its own principal", file=sys.stderr)
     limits = Limits() if args.max_lineage_depth is None else Limits(max_lineage_depth=args.max_lineage_depth)
     settings = Settings(database_url=args.database_url, tokens=tokens, projects=projects, limits=limits)
-    uvicorn.run(build(settings, failpoint), host=args.host, port=args.port, fd=args.fd, log_level="info")
+    uvicorn.Server(uvicorn.Config(build(settings, failpoint), host=args.host, port=args.port, log_level="info")).run(
+        sockets=[inherited_socket(args.fd)] if args.fd is not None else None
+    )
     return 0
 
 

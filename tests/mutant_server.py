@@ -8,6 +8,7 @@ from pathlib import Path
 import uvicorn
 import yaml
 
+from reference_impl.cli import inherited_socket
 from reference_impl.principals import parse_tokens
 from reference_impl.settings import Settings
 from tests.mutants import MUTANTS, all_mutants
@@ -27,7 +28,9 @@ def main() -> None:
     mutant = {**MUTANTS, **PRODUCTION_MUTANTS}[args.mutant]
     tokens, projects = parse_tokens(yaml.safe_load(Path(args.tokens_file).read_text()))
     app = mutant.build(Settings(database_url=args.database_url, tokens=tokens, projects=projects))
-    uvicorn.run(app, host="127.0.0.1", port=args.port, fd=args.fd, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")).run(
+        sockets=[inherited_socket(args.fd)] if args.fd is not None else None
+    )
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import argparse
 import base64
 import json
 import os
+import socket
 import sqlite3
 import uuid
 from datetime import datetime, timezone
@@ -297,7 +298,9 @@ def main() -> None:
         from opentelemetry.instrumentation.asgi import OpenTelemetryMiddleware
 
         app = OpenTelemetryMiddleware(app)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, fd=args.fd, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=args.port, log_level="warning")).run(
+        sockets=[socket.socket(fileno=args.fd)] if args.fd is not None else None  # its family: TCP, Nagle off
+    )
 
 
 if __name__ == "__main__":
