@@ -145,7 +145,7 @@ def serve(args: argparse.Namespace) -> int:
         from uvicorn.supervisors import Multiprocess
 
         sock = inherited_socket(args.fd) if args.fd is not None else config.bind_socket()
-        Multiprocess(config, target=uvicorn.Server(config).run, sockets=[sock]).run()  # as uvicorn.run does
+        Multiprocess(config, sockets=[sock]).run()  # as uvicorn.run does with the socket it binds
         return 0
     try:
         app = create_app(settings)

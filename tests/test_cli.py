@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -261,3 +262,19 @@ def test_serve_on_an_inherited_socket_refuses_a_descriptor_that_is_not_one(tmp_p
     assert capsys.readouterr().err == (
         f"session-lineage: configuration error: --fd {closed} is not an open file descriptor of this process\n"
     )
+
+
+def test_an_inherited_tcp_socket_is_served_as_tcp() -> None:
+    """`--fd N` wraps the descriptor as the family it is. uvicorn's own `fd` setting takes every
+    descriptor for a Unix socket; asyncio then leaves Nagle's algorithm on for the TCP connections
+    it accepts, and every answer waits for the client's delayed acknowledgement."""
+    from conformance.embedded import bound_socket
+    from reference_impl.cli import inherited_socket
+
+    with bound_socket() as bound:
+        served = inherited_socket(os.dup(bound.fileno()))
+        try:
+            assert served.family == socket.AF_INET and served.type == socket.SOCK_STREAM
+            assert served.getsockname() == bound.getsockname()
+        finally:
+            served.close()
