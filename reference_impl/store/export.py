@@ -87,7 +87,6 @@ def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
             f"""COALESCE('"' || finished_at || '"', 'null'))"""
         )
     else:
-        q = lambda expression: _quote(dialect, expression)  # noqa: E731
         doc = lambda n: (  # noqa: E731
             f"""'{{"turn_id":' || {_turn_id_json(dialect, n)} || ',"session_id":' || :p{n} || """
             f"""',"role":' || {_plain("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
