@@ -8,7 +8,8 @@ about other sessions. The store keeps such an id's column NULL and writes it out
 
 Ids kept in the column: those a client chose (a turn id in `startTurn`) and those made before
 derived ids (uuids). A client may choose an id of the derived form only when its token is no
-session's (TurnStatements refuses it otherwise as taken), so an id names one turn either way.
+session's of the same project (SessionStatements.refuse_taken_token refuses it otherwise as taken),
+so an id names one turn of its project either way.
 """
 
 from __future__ import annotations
