@@ -11,9 +11,10 @@ escaping; the public session id of each span is quoted once, in Python, and pass
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from sqlalchemy import column, select, text
@@ -76,9 +77,8 @@ def _record_id(n: int, keys: str) -> str:
 DOCUMENT_COLUMNS = (column("o"), column("i"), column("doc"))
 
 
-@lru_cache(maxsize=64)
-def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
-    """The turns of `spans` (session, first, last) ranges as JSON documents (views.turn), in order."""
+def _turn_branches(dialect: str, spans: int) -> str:
+    """One SELECT per (session, first, last) span of turns as (o, i, doc), joined by UNION ALL."""
     if dialect == "sqlite":  # one printf call per row: a third faster than a chain of `||`
         doc = lambda n: (  # noqa: E731
             """printf('{"turn_id":%s,"session_id":%s,"role":"%s","index":%d,"status":"%s","""
@@ -93,17 +93,22 @@ def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
             f"""',"status":' || {_plain("status")} || ',"created_at":' || {_plain("created_at")} || """
             f"""',"finished_at":' || COALESCE({_plain("finished_at")}, 'null') || '}}'"""
         )
-    branches = " UNION ALL ".join(
+    return " UNION ALL ".join(
         f"SELECT {n} AS o, turn_index AS i, {doc(n)} AS doc FROM turns "
         f"WHERE sid = {sid_sql(f's{n}')} AND turn_index >= :f{n} AND turn_index <= :u{n}"
         for n in range(spans)
     )
-    return text(f"SELECT o, i, doc FROM ({branches}) AS spans ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
 
 
-@lru_cache(maxsize=128)
-def _record_documents_sql(dialect: str, segments: int, keys: str = "sessions") -> TextualSelect:
-    """The records of `segments` bounded ranges as JSON documents (views.record), in order."""
+@lru_cache(maxsize=64)
+def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
+    """The turns of `spans` (session, first, last) ranges as JSON documents (views.turn), in order."""
+    return text(f"SELECT o, i, doc FROM ({_turn_branches(dialect, spans)}) AS spans ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
+
+
+def _record_branches(dialect: str, segments: int, keys: str = "sessions", prefix: str = "") -> str:
+    """One SELECT per bounded segment of records as (o, i, doc), joined by UNION ALL; `prefix`
+    renames the parameters (:s0 becomes :rs0) so the text can share a statement with the turns'."""
     if dialect == "sqlite":  # one printf call per row, as for the turns
         doc = lambda n: (  # noqa: E731
             """printf('{"record_id":"%s","session_id":%s,"turn_id":%s,"index":%d,"type":%s,"content":%s,"""
@@ -124,7 +129,57 @@ def _record_documents_sql(dialect: str, segments: int, keys: str = "sessions") -
         f"WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n} AND record_index <= :u{n}"
         for n in range(segments)
     )
+    return branches if prefix == "" else re.sub(r"(?<![\w:]):([spuak])(\d+)\b", rf":{prefix}\1\2", branches)
+
+
+@lru_cache(maxsize=128)
+def _record_documents_sql(dialect: str, segments: int, keys: str = "sessions") -> TextualSelect:
+    """The records of `segments` bounded ranges as JSON documents (views.record), in order."""
+    branches = _record_branches(dialect, segments, keys)
     return text(f"SELECT o, i, doc FROM ({branches}) AS segments ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
+
+
+def _aggregate(dialect: str, branches: str | None) -> str:
+    """A one-row SELECT of (n, docs): how many documents the branches produce and the documents
+    joined by commas in (o, i) order (docs is NULL when there are none). PostgreSQL orders the
+    aggregate's input by ORDER BY; SQLite before 3.44 has no such clause, and its aggregate takes
+    the rows in the order of a subquery with ORDER BY (such a subquery is never flattened into an
+    aggregate query), which the export's order tests hold."""
+    if branches is None:
+        return "SELECT 0 AS n, NULL AS docs"
+    if dialect == "postgresql":
+        return f"SELECT count(*) AS n, string_agg(doc, ',' ORDER BY o, i) AS docs FROM ({branches}) AS b"
+    return f"SELECT count(*) AS n, group_concat(doc, ',') AS docs FROM (SELECT doc FROM ({branches}) ORDER BY o, i)"
+
+
+# The columns of a whole-export statement: turns (count, documents), records (count, documents).
+WHOLE_COLUMNS = (column("tn"), column("td"), column("rn"), column("rd"))
+
+
+@lru_cache(maxsize=128)
+def _whole_sql(dialect: str, spans: int, segments: int, keys: str = "sessions") -> TextualSelect:
+    """Every turn and every record of an export as two joined texts with their counts, in one
+    statement: a row of the two aggregates (either part may be empty: spans or segments 0)."""
+    turns = _aggregate(dialect, _turn_branches(dialect, spans) if spans else None)
+    records = _aggregate(dialect, _record_branches(dialect, segments, keys, "r") if segments else None)
+    return text(f"SELECT t.n AS tn, t.docs AS td, r.n AS rn, r.docs AS rd FROM ({turns}) AS t, ({records}) AS r").columns(*WHOLE_COLUMNS)
+
+
+@lru_cache(maxsize=128)
+def _whole_part_sql(dialect: str, kind: str, count: int, keys: str = "sessions") -> TextualSelect:
+    """The turns' or the records' aggregate alone, as `_whole_sql` (records kept in a second store)."""
+    branches = _turn_branches(dialect, count) if kind == "turns" else _record_branches(dialect, count, keys, "r")
+    return text(f"SELECT n, docs FROM ({_aggregate(dialect, branches)}) AS a").columns(column("n"), column("docs"))
+
+
+class Whole(NamedTuple):
+    """An export's documents read whole: the turns and the records, each as its count and the
+    documents joined by commas (empty when there are none)."""
+
+    turn_count: int
+    turns: str
+    record_count: int
+    records: str
 
 
 class Documents:
@@ -200,6 +255,36 @@ class ExportStatements(Statements):
             params[f"p{n}"], params[f"k{n}"] = self.document_naming(session_id)
         query = _turn_documents_sql(self.conn.dialect.name, len(spans))
         return Documents(_execute(self.conn, query, params, batch), batch or 10**9)
+
+    def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
+        """Every turn of the spans and every record of the bounded segments as joined JSON documents
+        with their counts: one statement (two when the records are kept in a second store). The
+        database joins the documents, so no row reaches Python (store/export.py's docstring)."""
+        params: dict[str, Any] = {}
+        for n, (session_id, first, upto) in enumerate(spans):
+            params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
+            params[f"p{n}"], params[f"k{n}"] = self.document_naming(session_id)
+        for n, segment in enumerate(segments):
+            assert segment.upto is not None
+            params[f"rs{n}"], params[f"ra{n}"], params[f"ru{n}"] = segment.session_id, segment.after, segment.upto
+            params[f"rp{n}"], params[f"rk{n}"] = self.document_naming(segment.session_id)
+        if self.records_apart and segments:
+            turns = self.conn.execute(self.whole_query("turns", len(spans), 0), params).one() if spans else (0, None)
+            records = self.records_conn.execute(self.whole_query("records", 0, len(segments)), params).one()
+            row = (*turns, *records)
+        else:
+            row = self.conn.execute(self.whole_query("both", len(spans), len(segments)), params).one()
+        diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments if segment.upto is not None))
+        return Whole(int(row[0]), row[1] or "", int(row[2]), row[3] or "")
+
+    def whole_query(self, part: str, spans: int, segments: int) -> TextualSelect:
+        """The statement of `whole_documents` for `spans` turn ranges and `segments` record ranges:
+        `both` in one statement, or the `turns` or the `records` alone (records kept apart)."""
+        if part == "turns":
+            return _whole_part_sql(self.conn.dialect.name, "turns", spans)
+        if part == "records":
+            return _whole_part_sql(self.records_conn.dialect.name, "records", segments, self.record_keys.name)
+        return _whole_sql(self.conn.dialect.name, spans, segments)
 
     def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
         """Every record of the bounded segments as a JSON document, in segment then index order:

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import column, text
+from sqlalchemy.sql.selectable import TextualSelect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reference_impl import cursors, views
@@ -17,7 +18,7 @@ from reference_impl.services.export import ExportDocument, ExportService, TurnPo
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
 from reference_impl.store import export as store_export
-from reference_impl.store.export import Documents
+from reference_impl.store.export import Documents, Whole
 from reference_impl.store.rows import RecordRow, Segment
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app
 
@@ -113,6 +114,13 @@ class OneNameInDocuments(Transaction):
         self.document_naming = lambda _session_id: Transaction.document_naming(named)  # type: ignore[method-assign]
         return super().record_documents(segments, batch)
 
+    def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
+        """Read whole (one statement for turns and records), the turns are named by it as well."""
+        if segments:
+            named = segments[-1].session_id
+            self.document_naming = lambda _session_id: Transaction.document_naming(named)  # type: ignore[method-assign]
+        return super().whole_documents(spans, segments)
+
 
 @mutant("EXPORT-READ-001", select=("export.whole_transcript",),
         description="the export's database-built record documents name every record by the session read")
@@ -139,6 +147,14 @@ class OneTokenInDocuments(Transaction):
             params[f"p{n}"], params[f"k{n}"] = self.document_naming(segment.session_id)
         result = conn.execute(text(sql).columns(*store_export.DOCUMENT_COLUMNS), params)
         return Documents(result, batch or 10**9)
+
+    def whole_query(self, part: str, spans: int, segments: int) -> TextualSelect:
+        query = super().whole_query(part, spans, segments)
+        sql, keys = str(query), self.record_keys.name
+        for n in range(segments):
+            sql = sql.replace(f"(SELECT token FROM {keys} WHERE session_id = :rs{n})",
+                              f"(SELECT token FROM {keys} WHERE session_id = :rs{segments - 1})")
+        return text(sql).columns(*(column(c.name) for c in query.selected_columns))
 
 
 @mutant("EXPORT-READ-001", select=("export.whole_transcript",),
@@ -199,6 +215,14 @@ class RecordsPerAncestor(Transaction):
             for part in super().record_documents([segment]).batches():
                 rows.extend((ordinal, index, doc) for _, index, doc in part)
         return Documents.of(rows)
+
+    def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
+        whole = super().whole_documents(spans, segments[:1])
+        for segment in segments[1:]:
+            more = super().whole_documents([], [segment])
+            whole = whole._replace(record_count=whole.record_count + more.record_count,
+                                   records=",".join(part for part in (whole.records, more.records) if part))
+        return whole
 
 
 @mutant("EXPORT-COST-001", select=("export.export_cost_by_depth",),
