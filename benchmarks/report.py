@@ -350,6 +350,10 @@ def _read_floors(read: dict[str, Any]) -> str:
     if http is not None:
         parts.append(f"the cheapest request over this HTTP stack (the capability document, no database read) {seconds(http)} "
                      f"({http / peer:.0%} of it)")
+    empty, empty_http = floors.get("empty_export_seconds"), floors.get("empty_export_http_seconds")
+    if empty is not None and empty_http is not None:
+        parts.append(f"the export of a session with no turns (the read transaction and the chain) {seconds(empty)} in-process "
+                     f"({empty / peer:.0%} of it), {seconds(empty_http)} over HTTP ({empty_http / peer:.0%} of it)")
     return ". Floors, this run: " + "; ".join(parts)
 
 

@@ -208,8 +208,10 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
         texts, read_cost = measure(lambda: reference.read_all(child))
         with peer.counted() as peer_read:
             messages = peer.read_all(branch)
-        read_seconds, peer_read_seconds, http_seconds, floor_seconds = interleaved_median_seconds(
-            [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child), http_read.floor],
+        empty = reference.new_session()
+        read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
+            [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child), http_read.floor,
+             lambda: reference.read_all(empty), lambda: http_read(empty)],
             config.repeats,
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
@@ -248,8 +250,10 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         with peer.counted() as peer_read:
             messages = peer.read_all()
         repeats = config.repeats if turns <= 2_000 else max(min(config.repeats, 5), 1)
-        read_seconds, peer_read_seconds, http_seconds, floor_seconds = interleaved_median_seconds(
-            [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id), http_read.floor],
+        empty = reference.new_session()
+        read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
+            [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id), http_read.floor,
+             lambda: reference.read_all(empty), lambda: http_read(empty)],
             repeats,
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
@@ -294,11 +298,19 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
             peer.close()
 
 
-def _floors(reference: Reference, read_cost: Any, floor_seconds: float, repeats: int) -> dict[str, float]:
+def _floors(reference: Reference, read_cost: Any, floor_seconds: list[float], repeats: int) -> dict[str, float]:
     """What bounds a full read from below, measured in the same run: the export's own statements
-    sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows), and the
-    cheapest request over the same HTTP stack (the capability document)."""
-    return {"sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats), "http_seconds": floor_seconds}
+    sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows); the
+    cheapest request over the same HTTP stack (the capability document); and the export of a session
+    with no turns, in-process and over HTTP (what every export pays before it reads a turn: the read
+    transaction and the chain, and over HTTP the hop to the thread the database work runs on)."""
+    capabilities, empty, empty_http = floor_seconds
+    return {
+        "sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats),
+        "http_seconds": capabilities,
+        "empty_export_seconds": empty,
+        "empty_export_http_seconds": empty_http,
+    }
 
 
 def _read_row(

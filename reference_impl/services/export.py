@@ -5,11 +5,14 @@ Both read the lineage chain first (one statement, with the caller's grants): it 
 ancestor, the last turn and record the session inherits from it, and the session's own counts, so
 the effective turn and record counts are known before anything else is read.
 
-- An export then reads every effective turn in one statement and every record in one more: three
-  round trips at any depth and length. The database writes each turn and record as its JSON
-  document (store/export.py); the export joins them, and over HTTP streams them as they are
-  fetched, so its memory does not grow with the transcript. A transcript over `max_export_records` records or turns is
-  refused after the chain alone, before any record is read.
+- An export then reads every effective turn and every record. The database writes each turn and
+  record as its JSON document (store/export.py). An export of up to `stream_above` turns and
+  records is read whole: the database also joins the documents, and one statement brings the
+  turns and the records (two round trips in all; three with records in a second store). A longer
+  one reads the turns in one statement and the records in one more (three round trips), and over
+  HTTP streams them as they are fetched, so its memory does not grow with the transcript. Either
+  way the cost does not grow with depth or length. A transcript over `max_export_records` records
+  or turns is refused after the chain alone, before any record is read.
 - A turn by position finds the session holding effective turn p and its index there from the
   chain, then reads that turn (one statement) and its first records (one more, only the turn's
   index range): three round trips at any depth and position.
@@ -131,11 +134,13 @@ class ExportService(ChapterService):
         return {"max_export_records": self.limits.max_export_records}
 
     def export(self, principal: str, session_id: str) -> dict[str, Any]:
-        """The whole effective transcript: every effective turn and every record (3 statements)."""
+        """The whole effective transcript: every effective turn and every record (2 statements, the
+        documents joined by the database; 3 with records in a second store)."""
         return self._document(principal, session_id, stream=False).as_json()
 
     def document(self, principal: str, session_id: str) -> ExportDocument:
-        """The export as a document whose chunks stream (3 statements, all sent before this returns):
+        """The export as a document whose chunks stream (3 statements, all sent before this returns;
+        one up to `stream_above` turns and records is read whole, in 2):
         the read transaction stays open until the chunks are consumed or closed. With records in a
         second store the document is read whole first, so a lagging records store is a 503."""
         return self._document(principal, session_id, stream=not self.store.split, small=self.stream_above)
