@@ -33,7 +33,7 @@ import orjson
 from benchmarks import langgraph_peer
 from benchmarks.backend import PRINCIPAL, Database
 from benchmarks.config import Config
-from benchmarks.meter import interleaved_median_seconds, measure, paired_median_seconds, peak_bytes, ratio, replay_seconds
+from benchmarks.meter import Cost, interleaved_median_seconds, measure, paired_median_seconds, peak_bytes, ratio, replay_seconds
 
 CONTENT_BYTES = 190
 TOKEN = "bench-token"
@@ -215,7 +215,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
             config.repeats,
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
-        floors = _floors(reference, read_cost, floor_seconds, config.repeats)
+        floors = _floors(reference, read_cost, floor_seconds, config.repeats, len(texts))
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(child) == messages,
@@ -257,7 +257,7 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
             repeats,
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
-        floors = _floors(reference, read_cost, floor_seconds, repeats)
+        floors = _floors(reference, read_cost, floor_seconds, repeats, len(texts))
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
@@ -298,18 +298,25 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
             peer.close()
 
 
-def _floors(reference: Reference, read_cost: Any, floor_seconds: list[float], repeats: int) -> dict[str, float]:
+def _floors(reference: Reference, read_cost: Any, floor_seconds: list[float], repeats: int, records: int) -> dict[str, Any]:
     """What bounds a full read from below, measured in the same run: the export's own statements
     sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows); the
-    cheapest request over the same HTTP stack (the capability document); and the export of a session
+    cheapest request over the same HTTP stack (the capability document); the export of a session
     with no turns, in-process and over HTTP (what every export pays before it reads a turn: the read
-    transaction and the chain, and over HTTP the hop to the thread the database work runs on)."""
+    transaction and the chain, and over HTTP the hop to the thread the database work runs on); and
+    the statements that build the documents alone (what reading the turns adds at the least)."""
     capabilities, empty, empty_http = floor_seconds
+    documents = [(sql, parameters) for sql, parameters in zip(read_cost.sql, read_cost.parameters) if " AS doc" in sql]
+    documents_cost = Cost(sql=[sql for sql, _ in documents], parameters=[parameters for _, parameters in documents])
     return {
         "sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats),
+        "documents_sql_seconds": replay_seconds(reference.db.engine, documents_cost, repeats),
         "http_seconds": capabilities,
         "empty_export_seconds": empty,
         "empty_export_http_seconds": empty_http,
+        # Over HTTP this export is read whole, by the same statements as in-process (else it streams,
+        # by others): a message pair per turn, so half as many turns as records.
+        "http_reads_whole": records + records // 2 <= reference.services.export.stream_above,
     }
 
 
