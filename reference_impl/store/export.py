@@ -264,7 +264,10 @@ class ExportStatements(Statements):
     def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
         """Every turn of the spans and every record of the bounded segments as joined JSON documents
         with their counts: one statement (two when the records are kept in a second store). The
-        database joins the documents, so no row reaches Python (store/export.py's docstring)."""
+        database joins the documents, so no row reaches Python (store/export.py's docstring). With
+        nothing to read (a session without turns), no statement is sent."""
+        if not spans and not segments:
+            return Whole(0, "", 0, "")
         params: dict[str, Any] = {}
         for n, (session_id, first, upto) in enumerate(spans):
             params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
