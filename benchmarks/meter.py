@@ -101,8 +101,9 @@ def paired_median_seconds(
     return statistics.median(first_samples), statistics.median(second_samples)
 
 
-def replay_seconds(engine: Engine, cost: Cost, repeats: int) -> float:
-    """Median time of the same read statements sent straight through the DB-API.
+def replay_seconds(engine: Engine, cost: Cost, repeats: int, warmup: int = 0) -> float:
+    """Median time of the same read statements sent straight through the DB-API, after `warmup`
+    untimed runs.
 
     Separates what the database spends from what Python spends building queries and rows.
     """
@@ -119,6 +120,8 @@ def replay_seconds(engine: Engine, cost: Cost, repeats: int) -> float:
             finally:
                 cursor.close()
 
+        for _ in range(warmup):
+            replay()
         return median_seconds(replay, repeats)
 
 
@@ -127,9 +130,12 @@ def ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
 
 
-def interleaved_median_seconds(operations: list[Callable[[], Any]], repeats: int) -> list[float]:
+def interleaved_median_seconds(operations: list[Callable[[], Any]], repeats: int, warmup: int = 0) -> list[float]:
     """Median wall times of several operations run in turn, round after round (as
-    `paired_median_seconds`, for more than two)."""
+    `paired_median_seconds`, for more than two), after `warmup` untimed rounds."""
+    for _ in range(warmup):
+        for operation in operations:
+            operation()
     samples: list[list[float]] = [[] for _ in operations]
     for _ in range(max(repeats, 1)):
         for operation, taken in zip(operations, samples):

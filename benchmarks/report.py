@@ -727,8 +727,9 @@ def versus(section: dict[str, Any]) -> list[str]:
         if (peaks := row["full_read"].get("peak_memory_bytes"))
     ]
     lines = costs + ["", intro, ""] + table(header, rows) + ["", "Full read times (context): " + "; ".join(timing) + "."]
-    lines += ["", "Times are medians of the three reads alternating (reference in-process, LangGraph, reference over HTTP); "
-              "the HTTP client parses the export with orjson."]
+    lines += ["", "Times are medians of the three reads alternating (reference in-process, LangGraph, reference over HTTP) "
+              "with the floors' reads, after 10 untimed rounds (2 above 2,000 turns), as a running server has sent its "
+              "statements before; the HTTP client parses the export with orjson."]
     if memory:
         lines += [
             "",
