@@ -101,3 +101,23 @@ def test_timing_mutants_are_caught_every_run_and_never_passed_behind_the_proxy(n
         result = timing_run(behind_a_slow_proxy(mutant.build(settings_for(tmp_path, f"proxy-{n}")), n), 4000 + n, mutant.select)
         verdict = {v.id: v.outcome for v in result.requirements}.get(requirement)
         assert verdict in (Outcome.FAIL, Outcome.NOT_VERIFIED), f"{name} behind the proxy: {requirement} {verdict}"
+
+
+def release_arrives_late(app: ASGIApp, seconds: float) -> ASGIApp:
+    """Every lease release reaches the server `seconds` late, as a request does on a loaded machine."""
+
+    async def delayed(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE" and scope["path"].endswith("/lease"):
+            await asyncio.sleep(seconds)
+        await app(scope, receive, send)
+
+    return delayed
+
+
+def test_a_lease_a_check_takes_and_releases_outlasts_a_slow_release(tmp_path: Any) -> None:
+    """revert.etag_follows_changes takes a lease and releases it at once: a release that arrives 2.5 s
+    later (a loaded machine) still finds it held. With the 2-second lease it once took, the release
+    answered 409 and the check failed LEASE-RELEASE-001 against a correct server."""
+    app = release_arrives_late(reference_app(settings_for(tmp_path, "late-release")), 2.5)
+    result = timing_run(app, 7, ("revert.etag_follows_changes",))
+    assert [(c.name, c.outcome, c.message) for c in result.checks] == [("revert.etag_follows_changes", Outcome.PASS, "")]
