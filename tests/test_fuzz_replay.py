@@ -18,7 +18,9 @@ from conformance.runner import run
 from reference_impl.settings import Settings
 from tests.mutants import reference_app
 from tests.servers import PROJECTS, TOKENS
-SERVER_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Ids the server chose: session ids (UUIDs), and turn and record ids derived from a session's random
+# token and an index (reference_impl/store/ids.py).
+SERVER_IDS = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}[tr][0-9]+")
 
 
 def recording(app: Any, seen: list[str]) -> Any:
