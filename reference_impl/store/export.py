@@ -250,14 +250,28 @@ class ExportStatements(Statements):
         row = self.conn.execute(query).mappings().first()
         return turn_from(row) if row else None
 
-    def turn_documents(self, spans: Sequence[tuple[str, int, int]], batch: int = 0) -> Documents:
-        """The turns of each (session, first, last turn index) span as JSON documents, in span then
-        index order: one statement, its rows fetched as they are consumed (`batch` at a time; 0:
-        all of them now)."""
+    def span_params(self, spans: Sequence[tuple[str, int, int]]) -> dict[str, Any]:
+        """The parameters of the documents statements' turn branches: each span's session, range and naming."""
         params: dict[str, Any] = {}
         for n, (session_id, first, upto) in enumerate(spans):
             params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
             params[f"p{n}"], params[f"k{n}"] = self.document_naming(session_id)
+        return params
+
+    def segment_params(self, segments: Sequence[Segment], prefix: str = "") -> dict[str, Any]:
+        """The parameters of the record branches (`prefix` as `_record_branches` names them)."""
+        params: dict[str, Any] = {}
+        for n, segment in enumerate(segments):
+            assert segment.upto is not None
+            params[f"{prefix}s{n}"], params[f"{prefix}a{n}"], params[f"{prefix}u{n}"] = segment.session_id, segment.after, segment.upto
+            params[f"{prefix}p{n}"], params[f"{prefix}k{n}"] = self.document_naming(segment.session_id)
+        return params
+
+    def turn_documents(self, spans: Sequence[tuple[str, int, int]], batch: int = 0) -> Documents:
+        """The turns of each (session, first, last turn index) span as JSON documents, in span then
+        index order: one statement, its rows fetched as they are consumed (`batch` at a time; 0:
+        all of them now)."""
+        params = self.span_params(spans)
         query = _turn_documents_sql(self.conn.dialect.name, len(spans))
         return Documents(_execute(self.conn, query, params, batch), batch or 10**9)
 
@@ -268,14 +282,7 @@ class ExportStatements(Statements):
         nothing to read (a session without turns), no statement is sent."""
         if not spans and not segments:
             return Whole(0, "", 0, "")
-        params: dict[str, Any] = {}
-        for n, (session_id, first, upto) in enumerate(spans):
-            params[f"s{n}"], params[f"f{n}"], params[f"u{n}"] = session_id, first, upto
-            params[f"p{n}"], params[f"k{n}"] = self.document_naming(session_id)
-        for n, segment in enumerate(segments):
-            assert segment.upto is not None
-            params[f"rs{n}"], params[f"ra{n}"], params[f"ru{n}"] = segment.session_id, segment.after, segment.upto
-            params[f"rp{n}"], params[f"rk{n}"] = self.document_naming(segment.session_id)
+        params = {**self.span_params(spans), **self.segment_params(segments, "r")}
         if self.records_apart and segments:
             turns = self.conn.execute(self.whole_query("turns", len(spans), 0), params).one() if spans else (0, None)
             records = self.records_conn.execute(self.whole_query("records", 0, len(segments)), params).one()
@@ -298,11 +305,7 @@ class ExportStatements(Statements):
         """Every record of the bounded segments as a JSON document, in segment then index order:
         one statement of index range scans. Each range's records are counted as examined when the
         statement is sent (the rows it will produce: indexes are dense within a session)."""
-        params: dict[str, Any] = {}
-        for n, segment in enumerate(segments):
-            assert segment.upto is not None
-            params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
-            params[f"p{n}"], params[f"k{n}"] = self.document_naming(segment.session_id)
+        params = self.segment_params(segments)
         conn = self.records_conn
         query = _record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
         documents = Documents(_execute(conn, query, params, batch), batch or 10**9)

@@ -141,10 +141,7 @@ class OneTokenInDocuments(Transaction):
         for n in range(len(segments)):
             sql = sql.replace(f"(SELECT token FROM {self.record_keys.name} WHERE session_id = :s{n})",
                               f"(SELECT token FROM {self.record_keys.name} WHERE session_id = :s{len(segments) - 1})")
-        params: dict[str, Any] = {}
-        for n, segment in enumerate(segments):
-            params[f"s{n}"], params[f"a{n}"], params[f"u{n}"] = segment.session_id, segment.after, segment.upto
-            params[f"p{n}"], params[f"k{n}"] = self.document_naming(segment.session_id)
+        params = self.segment_params(segments)
         result = conn.execute(text(sql).columns(*store_export.DOCUMENT_COLUMNS), params)
         return Documents(result, batch or 10**9)
 
