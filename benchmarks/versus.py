@@ -254,14 +254,15 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         with peer.counted() as peer_read:
             messages = peer.read_all()
         repeats = config.repeats if turns <= 2_000 else max(min(config.repeats, 5), 1)
+        warmup = WARMUP if turns <= 2_000 else 2
         empty = reference.new_session()
         read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
             [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id), http_read.floor,
              lambda: reference.read_all(empty), lambda: http_read(empty)],
-            repeats, WARMUP if turns <= 2_000 else 2,
+            repeats, warmup,
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
-        floors = _floors(reference, read_cost, floor_seconds, repeats, len(texts))
+        floors = _floors(reference, read_cost, floor_seconds, repeats, len(texts), warmup)
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
@@ -302,7 +303,9 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
             peer.close()
 
 
-def _floors(reference: Reference, read_cost: Any, floor_seconds: list[float], repeats: int, records: int) -> dict[str, Any]:
+def _floors(
+    reference: Reference, read_cost: Any, floor_seconds: list[float], repeats: int, records: int, warmup: int = WARMUP,
+) -> dict[str, Any]:
     """What bounds a full read from below, measured in the same run: the export's own statements
     sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows); the
     cheapest request over the same HTTP stack (the capability document); the export of a session
@@ -313,8 +316,8 @@ def _floors(reference: Reference, read_cost: Any, floor_seconds: list[float], re
     documents = [(sql, parameters) for sql, parameters in zip(read_cost.sql, read_cost.parameters) if " AS doc" in sql]
     documents_cost = Cost(sql=[sql for sql, _ in documents], parameters=[parameters for _, parameters in documents])
     return {
-        "sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats, WARMUP),
-        "documents_sql_seconds": replay_seconds(reference.db.engine, documents_cost, repeats, WARMUP),
+        "sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats, warmup),
+        "documents_sql_seconds": replay_seconds(reference.db.engine, documents_cost, repeats, warmup),
         "http_seconds": capabilities,
         "empty_export_seconds": empty,
         "empty_export_http_seconds": empty_http,
