@@ -285,6 +285,35 @@ def test_a_long_export_streams_on_postgres(postgres_url: str) -> None:
     streamed(postgres_url)
 
 
+@pytest.mark.postgres
+def test_a_postgres_read_holds_no_transaction_and_a_streamed_statement_gets_one(postgres_url: str, tmp_path) -> None:
+    """Reads run in autocommit on PostgreSQL: after a statement the connection is idle, not in a
+    transaction (no BEGIN or COMMIT round trip was sent). A statement whose rows stream gets a
+    second connection in a transaction, where its server-side cursor can live. On SQLite the read
+    is one snapshot and streams on its own connection."""
+    from psycopg.pq import TransactionStatus
+
+    engine = make_engine(postgres_url)
+    migrate(engine)
+    try:
+        with Store(engine).read() as tx:
+            tx.conn.exec_driver_sql("SELECT 1").all()
+            assert tx.conn.connection.dbapi_connection.info.transaction_status == TransactionStatus.IDLE
+            stream = tx.stream_conn
+            assert stream is not tx.conn and tx.stream_conn is stream
+            stream.exec_driver_sql("SELECT 1").all()
+            assert stream.connection.dbapi_connection.info.transaction_status == TransactionStatus.INTRANS
+    finally:
+        engine.dispose()
+    sqlite = make_engine(f"sqlite:///{tmp_path / 'read.db'}")
+    migrate(sqlite)
+    try:
+        with Store(sqlite).read() as tx:
+            assert tx.stream_conn is tx.conn and tx.conn.connection.dbapi_connection.in_transaction
+    finally:
+        sqlite.dispose()
+
+
 class RecordsWithAGap(Transaction):
     """Records statements that lack one record in the middle of the first segment, or produce one
     row too many at the end: the export checks each batch by its last row only (the database gives

@@ -137,15 +137,29 @@ class Statements:
     """The connections of one transaction; each chapter's statements are a subclass of this.
 
     Record statements go to `records_conn`: the same connection with one store, a connection to
-    the records store (opened on first use, in its own transaction) with two.
+    the records store (opened on first use, in its own transaction) with two. Statements whose rows
+    are fetched as they are consumed go to `stream_conn`: the same connection, unless it reads in
+    autocommit (a PostgreSQL read), where a server-side cursor cannot live: then a second
+    connection of the same store in a transaction, opened on first use.
     """
 
     def __init__(
-        self, conn: Connection, records_conn: Callable[[], Connection] | Connection | None = None, records_apart: bool = False
+        self, conn: Connection, records_conn: Callable[[], Connection] | Connection | None = None, records_apart: bool = False,
+        *, stream_conn: Callable[[], Connection] | None = None,
     ) -> None:
         self.conn = conn
         self._records_conn = records_conn
         self.records_apart = records_apart  # records_conn is a records store apart (two stores)
+        self._stream_opener = stream_conn
+        self._stream_conn: Connection | None = None
+
+    @property
+    def stream_conn(self) -> Connection:
+        if self._stream_opener is None:
+            return self.conn
+        if self._stream_conn is None:
+            self._stream_conn = self._stream_opener()
+        return self._stream_conn
 
     @property
     def record_keys(self) -> Table:

@@ -272,8 +272,9 @@ class ExportStatements(Statements):
         index order: one statement, its rows fetched as they are consumed (`batch` at a time; 0:
         all of them now)."""
         params = self.span_params(spans)
-        query = _turn_documents_sql(self.conn.dialect.name, len(spans))
-        return Documents(_execute(self.conn, query, params, batch), batch or 10**9)
+        conn = self.stream_conn if batch else self.conn
+        query = _turn_documents_sql(conn.dialect.name, len(spans))
+        return Documents(_execute(conn, query, params, batch), batch or 10**9)
 
     def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
         """Every turn of the spans and every record of the bounded segments as joined JSON documents
@@ -306,7 +307,7 @@ class ExportStatements(Statements):
         one statement of index range scans. Each range's records are counted as examined when the
         statement is sent (the rows it will produce: indexes are dense within a session)."""
         params = self.segment_params(segments)
-        conn = self.records_conn
+        conn = self.stream_conn if batch and not self.records_apart else self.records_conn
         query = _record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
         documents = Documents(_execute(conn, query, params, batch), batch or 10**9)
         diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments if segment.upto is not None))

@@ -74,10 +74,20 @@ class Store:
 
     @contextmanager
     def read(self) -> Iterator[Transaction]:
+        """A read. On SQLite, one snapshot (`BEGIN`). On PostgreSQL, each statement sees the data
+        committed when it starts, as a READ COMMITTED transaction's statements do; it runs in
+        autocommit, which gives that without the BEGIN and COMMIT round trips. A statement that
+        streams its rows gets a transaction of its own (`Statements.stream_conn`)."""
         with ExitStack() as stack:
             conn = stack.enter_context(self.engine.connect())
+            autocommit = conn.dialect.name == "postgresql"
+            if autocommit:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
             stack.enter_context(conn.begin())
-            yield self.transaction_class(conn, self._records_opener(stack), records_apart=self.split)
+            yield self.transaction_class(
+                conn, self._records_opener(stack), records_apart=self.split,
+                stream_conn=self._stream_opener(stack) if autocommit else None,
+            )
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
@@ -90,6 +100,16 @@ class Store:
         engine = self.records_engine or self.engine
         with engine.connect().execution_options(write=True) as conn, conn.begin():
             yield self.transaction_class(conn, conn, records_apart=self.split)
+
+    def _stream_opener(self, stack: ExitStack) -> Callable[[], Connection]:
+        engine = self.engine
+
+        def open_stream() -> Connection:
+            conn = stack.enter_context(engine.connect())
+            stack.enter_context(conn.begin())
+            return conn
+
+        return open_stream
 
     def _records_opener(self, stack: ExitStack) -> Callable[[], Connection] | None:
         if self.records_engine is None:
