@@ -354,10 +354,14 @@ def _read_floors(read: dict[str, Any]) -> str:
     if empty is not None and empty_http is not None:
         parts.append(f"the export of a session with no turns (the read transaction and the chain) {seconds(empty)} in-process "
                      f"({empty / peer:.0%} of it), {seconds(empty_http)} over HTTP ({empty_http / peer:.0%} of it)")
-    documents = floors.get("documents_sql_seconds")
+    documents, parse = floors.get("documents_sql_seconds"), floors.get("parse_seconds")
     if documents is not None and empty is not None and empty_http is not None:
-        local, remote = empty + documents, empty_http + documents
-        bound = (f"so, with the documents statement alone ({seconds(documents)}), this export costs at least about {seconds(local)} "
+        # Reports before the parse was measured (stop 27) bound the read without it.
+        local, remote = empty + documents + (parse or 0.0), empty_http + documents + (parse or 0.0)
+        work = f"the documents statement alone ({seconds(documents)})"
+        if parse is not None:
+            work += f" and parsing the document with orjson ({seconds(parse)}; the in-process export returns it parsed, the HTTP reader parses the body)"
+        bound = (f"so, with {work}, this export costs at least about {seconds(local)} "
                  f"in-process ({local / peer:.0%} of LangGraph's read; the target needs at most {1 / FULL_READ_IN_PROCESS:.0%})")
         if floors.get("http_reads_whole"):
             bound += f" and {seconds(remote)} over HTTP ({remote / peer:.0%}; the target needs at most {1 / FULL_READ_HTTP:.0%})"

@@ -33,7 +33,9 @@ import orjson
 from benchmarks import langgraph_peer
 from benchmarks.backend import PRINCIPAL, Database
 from benchmarks.config import Config
-from benchmarks.meter import Cost, interleaved_median_seconds, measure, paired_median_seconds, peak_bytes, ratio, replay_seconds
+from benchmarks.meter import (
+    Cost, interleaved_median_seconds, measure, median_seconds, paired_median_seconds, peak_bytes, ratio, replay_seconds,
+)
 
 CONTENT_BYTES = 190
 TOKEN = "bench-token"
@@ -219,7 +221,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
             config.repeats, WARMUP,
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
-        floors = _floors(reference, read_cost, floor_seconds, config.repeats, len(texts))
+        floors = _floors(reference, child, read_cost, floor_seconds, config.repeats, len(texts))
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(child) == messages,
@@ -262,7 +264,7 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
             repeats, warmup,
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
-        floors = _floors(reference, read_cost, floor_seconds, repeats, len(texts), warmup)
+        floors = _floors(reference, session_id, read_cost, floor_seconds, repeats, len(texts), warmup)
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
@@ -304,20 +306,27 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
 
 
 def _floors(
-    reference: Reference, read_cost: Any, floor_seconds: list[float], repeats: int, records: int, warmup: int = WARMUP,
+    reference: Reference, session_id: str, read_cost: Any, floor_seconds: list[float], repeats: int, records: int,
+    warmup: int = WARMUP,
 ) -> dict[str, Any]:
     """What bounds a full read from below, measured in the same run: the export's own statements
     sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows); the
     cheapest request over the same HTTP stack (the capability document); the export of a session
     with no turns, in-process and over HTTP (what every export pays before it reads a turn: the read
-    transaction and the chain, and over HTTP the hop to the thread the database work runs on); and
-    the statements that build the documents alone (what reading the turns adds at the least)."""
+    transaction and the chain, and over HTTP the hop to the thread the database work runs on); the
+    statements that build the documents alone (what reading the turns adds at the least); and
+    parsing the document with orjson (what the in-process export does to return it, and what the
+    HTTP reader does with the body: LangGraph's read returns parsed objects too)."""
     capabilities, empty, empty_http = floor_seconds
     documents = [(sql, parameters) for sql, parameters in zip(read_cost.sql, read_cost.parameters) if " AS doc" in sql]
     documents_cost = Cost(sql=[sql for sql, _ in documents], parameters=[parameters for _, parameters in documents])
+    body = reference.services.export.document(PRINCIPAL, session_id).read()
+    for _ in range(warmup):
+        orjson.loads(body)
     return {
         "sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats, warmup),
         "documents_sql_seconds": replay_seconds(reference.db.engine, documents_cost, repeats, warmup),
+        "parse_seconds": median_seconds(lambda: orjson.loads(body), repeats),
         "http_seconds": capabilities,
         "empty_export_seconds": empty,
         "empty_export_http_seconds": empty_http,
