@@ -70,7 +70,8 @@ def render(results: dict[str, Any]) -> str:
         "",
         (
             "Statements and rows written are exact counts. Times are medians of "
-            f"{config['repeats']} runs, the reference and its peer alternating, on a shared, noisy "
+            f"{config['repeats']} runs (the full reads against LangGraph: of the rounds given beside them), "
+            "the reference and its peer alternating, on a shared, noisy "
             "machine: read the **ratios**, which compare approaches measured side by side in this "
             "one run; the absolute times are context only."
         ),
@@ -724,6 +725,7 @@ def versus(section: dict[str, Any]) -> list[str]:
         timing.append(
             f"{row['turns']:,} turns: reference {seconds(read['reference']['seconds'])} in-process, "
             f"{seconds(read['reference']['http_seconds'])} over HTTP; LangGraph {seconds(read['langgraph']['seconds'])}"
+            + (f" (medians of {read['rounds']} rounds)" if read.get("rounds") else "")
         )
     memory = [
         [f"{row['turns']:,}", mib(peaks["reference"]), mib(peaks["reference_http_streamed"]), mib(peaks["langgraph"])]
@@ -731,7 +733,7 @@ def versus(section: dict[str, Any]) -> list[str]:
         if (peaks := row["full_read"].get("peak_memory_bytes"))
     ]
     lines = costs + ["", intro, ""] + table(header, rows) + ["", "Full read times (context): " + "; ".join(timing) + "."]
-    lines += ["", "Times are medians of the three reads alternating (reference in-process, LangGraph, reference over HTTP) "
+    lines += ["", "Times are medians of the rounds given above, each round the three reads alternating (reference in-process, LangGraph, reference over HTTP) "
               "with the floors' reads, after 10 untimed rounds (2 above 2,000 turns), as a running server has sent its "
               "statements before; the HTTP client parses the export with orjson."]
     if memory:

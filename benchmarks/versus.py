@@ -43,6 +43,10 @@ TOKEN = "bench-token"
 # they are prepared (psycopg prepares a statement on its 5th run on a connection, and PostgreSQL
 # plans a prepared one afresh its first 5 times); LangGraph's connection prepares on the first.
 WARMUP = 10
+# Timed rounds of a full read up to 2,000 turns, per run of the other timings: each read takes a
+# few milliseconds, so 15 rounds left the median of a sub-millisecond step at the mercy of a few
+# slow ones (the ratios moved by a fifth between runs); 7 times as many cost about a second.
+READ_ROUNDS = 7
 
 
 def _message(prefix: str, number: int) -> dict[str, Any]:
@@ -215,13 +219,14 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
         with peer.counted() as peer_read:
             messages = peer.read_all(branch)
         empty = reference.new_session()
+        rounds = config.repeats * READ_ROUNDS
         read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
             [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child), http_read.floor,
              lambda: reference.read_all(empty), lambda: http_read(empty)],
-            config.repeats, WARMUP,
+            rounds, WARMUP,
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
-        floors = _floors(reference, child, read_cost, floor_seconds, config.repeats, len(texts))
+        floors = _floors(reference, child, read_cost, floor_seconds, rounds, len(texts))
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(child) == messages,
@@ -241,7 +246,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
                 "reference": fork_cost.statements + child_pair.statements,
                 "langgraph": peer_fork.statements,
             },
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, rounds),
             "storage_bytes": {"reference": reference.db.size_bytes(), "langgraph": peer.size_bytes()},
         }
 
@@ -255,7 +260,7 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         texts, read_cost = measure(lambda: reference.read_all(session_id))
         with peer.counted() as peer_read:
             messages = peer.read_all()
-        repeats = config.repeats if turns <= 2_000 else max(min(config.repeats, 5), 1)
+        repeats = config.repeats * READ_ROUNDS if turns <= 2_000 else max(min(config.repeats, 5), 1)
         warmup = WARMUP if turns <= 2_000 else 2
         empty = reference.new_session()
         read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
@@ -269,7 +274,7 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
             "messages_read": len(messages),
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors),
+            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, repeats),
         }
 
 
@@ -338,9 +343,10 @@ def _floors(
 
 def _read_row(
     statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float, memory: dict[str, int],
-    floors: dict[str, float] | None = None,
+    floors: dict[str, float] | None = None, rounds: int | None = None,
 ) -> dict[str, Any]:
     return {
+        "rounds": rounds,  # timed rounds behind each median (absent in reports before stop 28)
         "floors": floors or {},
         "peak_memory_bytes": memory,
         "reference": {"requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds},
