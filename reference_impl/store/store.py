@@ -86,7 +86,7 @@ class Store:
             stack.enter_context(conn.begin())
             yield self.transaction_class(
                 conn, self._records_opener(stack), records_apart=self.split,
-                stream_conn=self._stream_opener(stack) if autocommit else None,
+                stream_conn=self._opener(stack, self.engine) if autocommit else None,
             )
 
     @contextmanager
@@ -101,24 +101,16 @@ class Store:
         with engine.connect().execution_options(write=True) as conn, conn.begin():
             yield self.transaction_class(conn, conn, records_apart=self.split)
 
-    def _stream_opener(self, stack: ExitStack) -> Callable[[], Connection]:
-        engine = self.engine
+    @staticmethod
+    def _opener(stack: ExitStack, engine: Engine) -> Callable[[], Connection]:
+        """A connection of `engine` in a transaction, opened when first asked for and closed with the read."""
 
-        def open_stream() -> Connection:
+        def open_connection() -> Connection:
             conn = stack.enter_context(engine.connect())
             stack.enter_context(conn.begin())
             return conn
 
-        return open_stream
+        return open_connection
 
     def _records_opener(self, stack: ExitStack) -> Callable[[], Connection] | None:
-        if self.records_engine is None:
-            return None
-        engine = self.records_engine
-
-        def open_records() -> Connection:
-            conn = stack.enter_context(engine.connect())
-            stack.enter_context(conn.begin())
-            return conn
-
-        return open_records
+        return None if self.records_engine is None else self._opener(stack, self.records_engine)
