@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import Table, and_, func, or_, select
-from sqlalchemy.engine import Connection, RowMapping
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
 from reference_impl.principals import KEY_SEPARATOR
@@ -47,7 +47,7 @@ def sessions_seen_by(viewer: Any) -> Any:
     return SESSIONS_WITH_LINEAGE.outerjoin(grants, on)
 
 
-def session_from(row: RowMapping, viewer: str | None = None) -> SessionRow:
+def session_from(row: Mapping[str, Any], viewer: str | None = None) -> SessionRow:
     lineage = None
     if row["l_parent_session_id"] is not None:
         lineage = LineageRow(

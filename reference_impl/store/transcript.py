@@ -46,7 +46,7 @@ SELECT c.hops, c.turn_bound, c.record_bound,
        CASE WHEN c.hops = 0 THEN s.own_segments ELSE c.segs END AS segments,
        s.session_id, s.owner, s.name, s.description, s.created_at, s.depth,
        s.turn_count, s.record_count, s.running_turn_id, s.deleted_at, s.child_count,
-       s.version, s.revision, s.own_segments,
+       s.version, s.revision, s.own_segments, s.suspended_turn_id,
        g.role AS g_role,
        l.parent_session_id AS l_parent_session_id, l.root_session_id AS l_root_session_id,
        l.depth AS l_depth, l.inherited_turn_count AS l_inherited_turn_count,
@@ -65,7 +65,7 @@ ORDER BY c.hops DESC
         column(name)
         for name in (
             "hops turn_bound record_bound segments session_id owner name description created_at depth "
-            "turn_count record_count running_turn_id deleted_at child_count version revision own_segments "
+            "turn_count record_count running_turn_id deleted_at child_count version revision own_segments suspended_turn_id "
             "g_role l_parent_session_id l_root_session_id l_depth l_inherited_turn_count l_cutoff_session_id "
             "l_cutoff_turn_index l_cutoff_record_index l_created_at l_cutoff_segments l_cut_mode l_cut_turn_id"
         ).split()
@@ -135,9 +135,11 @@ class TranscriptStatements(Statements):
     def chain(self, session_id: str, max_hops: int, viewer: str | None = None) -> list[ChainLink]:
         """The session and its ancestors, root first, with inherited bounds and the grant the
         viewer holds on each: one statement."""
-        rows = self.conn.execute(
-            CHAIN_SQL, {"session_id": session_id, "max_hops": max_hops, "viewer": viewer or ""}
-        ).mappings()
+        result = self.conn.execute(CHAIN_SQL, {"session_id": session_id, "max_hops": max_hops, "viewer": viewer or ""})
+        # Each row as a dict, fetched at once: a dict's lookups cost a fraction of a RowMapping's, and
+        # a chain at depth 16 reads 17 rows of 31 columns for every page and export.
+        names = list(result.keys())
+        rows = [dict(zip(names, row)) for row in result.all()]
         return [
             ChainLink(
                 session=session_from(row, viewer),
