@@ -195,3 +195,15 @@ def test_storage_reason_names_the_probed_layouts_that_meet_the_target() -> None:
     evidence = _storage_evidence(store, 2.0)
     assert evidence.endswith("text ids 3.00; derived ids 1.90 (meets it)"), evidence
     assert _storage_evidence({**store, "layouts": []}, 2.0).endswith("stored nowhere")
+
+
+def test_the_streaming_memory_target_compares_streamed_reads_only() -> None:
+    """An export of up to 2,000 turns and records is read whole, so the memory target compares the
+    smallest streamed read with the largest (the committed run reads 100 and 200 turns whole)."""
+    data = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "latest.json").read_text())
+    reads = data["backends"]["sqlite"]["versus"]["reads"]
+    streamed = [row["turns"] for row in reads if not row["full_read"]["floors"].get("http_reads_whole")]
+    whole = [row["turns"] for row in reads if row["full_read"]["floors"].get("http_reads_whole")]
+    assert whole and len(streamed) >= 2, (whole, streamed)
+    line = next(line for line in render(data).splitlines() if "export over HTTP streams" in line)
+    assert f"at {max(streamed):,} turns" in line and f"at {min(streamed):,} (" in line, line
