@@ -312,7 +312,7 @@ def targets(data: dict[str, Any], kind: str = "sqlite") -> list[str]:
                 )
             )
         # Streamed reads only (an export of up to 2,000 turns and records is read whole): the
-        # smallest against the largest. Reports before stop 28 name no streaming (their reads all stream).
+        # smallest against the largest. Reports without floors (before stop 27) read 1,000 turns and more only: all streamed.
         memory = [
             (row["turns"], row["full_read"].get("peak_memory_bytes"))
             for row in matches.get("reads", []) if not (row["full_read"].get("floors") or {}).get("http_reads_whole")

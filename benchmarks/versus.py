@@ -104,15 +104,13 @@ class HttpReader:
     def _get(self, path: str) -> http.client.HTTPResponse:
         """Send a GET; once more on a new connection if the server had closed the idle one (its
         keep-alive timeout passes while the benchmark builds a scenario)."""
-        for attempt in (1, 2):
-            try:
-                self.connection.request("GET", path, headers=self.headers)
-                return self.connection.getresponse()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                self.connection.close()
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        try:
+            self.connection.request("GET", path, headers=self.headers)
+            return self.connection.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            self.connection.close()  # the next request opens a new connection
+        self.connection.request("GET", path, headers=self.headers)
+        return self.connection.getresponse()
 
     def _body(self, path: str) -> bytes:
         answer = self._get(path)
