@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -76,45 +77,68 @@ def deletion_supported() -> bool:
     return "delete" in spec.openapi()["paths"].get("/sessions/{session_id}", {})
 
 
+Purge = Callable[[str, str | None], "int | None"]
+Pair = tuple[str, str | None]
+
+
 class CreatedSessions:
     """Collects the sessions the run caused to exist, in creation order, with their creators.
 
     Two principals of different projects may hold sessions with the same id: each (id, creator)
-    pair is purged."""
+    pair is purged. A finished check's sessions may be purged early (`purge_some`), while the run
+    goes on; `finish` then purges only what those purges did not remove. Thread-safe: the second
+    process's results and the early purges arrive on other threads."""
 
     def __init__(self, prefix: str) -> None:
         self.prefix = prefix
-        self._pairs: dict[tuple[str, str | None], None] = {}
+        self._pairs: dict[Pair, None] = {}
+        self._answered: dict[Pair, int | None] = {}  # the early purges' answers
+        self._lock = threading.Lock()
 
     def add(self, session_ids: Iterable[str], principal: str | None = None) -> None:
-        for session_id in session_ids:
-            if principal is not None and (session_id, None) in self._pairs:
-                del self._pairs[(session_id, None)]  # now we know who made it
-            if principal is None and any(sid == session_id for sid, _ in self._pairs):
-                continue
-            self._pairs.setdefault((session_id, principal), None)
+        with self._lock:
+            for session_id in session_ids:
+                if principal is not None and (session_id, None) in self._pairs:
+                    del self._pairs[(session_id, None)]  # now we know who made it
+                if principal is None and any(sid == session_id for sid, _ in self._pairs):
+                    continue
+                self._pairs.setdefault((session_id, principal), None)
 
     def scan(self, exchanges: Iterable[Exchange]) -> None:
         for exchange in exchanges:
             self.add(created_sessions(exchange), exchange.principal)
 
     def creator(self, session_id: str) -> str | None:
-        return next((who for sid, who in self._pairs if sid == session_id), None)
+        with self._lock:
+            return next((who for sid, who in self._pairs if sid == session_id), None)
 
     @property
-    def pairs(self) -> list[tuple[str, str | None]]:
-        return list(self._pairs)
+    def pairs(self) -> list[Pair]:
+        with self._lock:
+            return list(self._pairs)
 
     @property
     def ids(self) -> list[str]:
-        return list(dict.fromkeys(sid for sid, _ in self._pairs))
+        return list(dict.fromkeys(sid for sid, _ in self.pairs))
 
-    def remove(self, purge: Callable[[str, str | None], int | None], workers: int = 4) -> list[str]:
-        """Purge every created session, newest first; `purge(session_id, creator)` answers a status
-        (None when the target could not be reached). Returns the ids whose every purge answered
-        204 or 404."""
-        order = list(reversed(self.pairs))
-        statuses: dict[tuple[str, str | None], int | None] = {}
+    def purge_some(self, pairs: Sequence[Pair], purge: Purge) -> None:
+        """Purge these sessions now, newest first, a 409 asked once more after the others (a child
+        of the same check went first); the answers are kept for `remove`."""
+        order = list(reversed(pairs))
+        statuses = {pair: purge(*pair) for pair in order}
+        for pair in order:
+            if statuses[pair] == 409:
+                statuses[pair] = purge(*pair)
+        with self._lock:
+            self._answered.update(statuses)
+
+    def remove(self, purge: Purge, workers: int = 4) -> list[str]:
+        """Purge every created session not already removed by `purge_some`, newest first;
+        `purge(session_id, creator)` answers a status (None when the target could not be reached).
+        Returns the ids whose every purge answered 204 or 404."""
+        with self._lock:
+            statuses = {pair: status for pair, status in self._answered.items() if status in (204, 404)}
+        order = [pair for pair in reversed(self.pairs) if pair not in statuses]
         with ThreadPoolExecutor(max(1, workers)) as pool:
             for pair, status in zip(order, pool.map(lambda p: purge(*p), order)):
                 statuses[pair] = status
@@ -124,7 +148,7 @@ class CreatedSessions:
         failed = {sid for (sid, _), status in statuses.items() if status not in (204, 404)}
         return [sid for sid in reversed(self.ids) if sid not in failed]
 
-    def finish(self, keep: bool, purge: Callable[[str, str | None], int | None] | None = None, workers: int = 4) -> Cleanup:
+    def finish(self, keep: bool, purge: Purge | None = None, workers: int = 4) -> Cleanup:
         """What becomes of the created sessions: kept with `--keep`, purged when `purge` is given
         (the target advertises `sharing`), otherwise left behind and listed."""
         ids = self.ids
@@ -148,6 +172,24 @@ class CreatedSessions:
         else:
             note = f"left behind: {count}; the API offers no deletion in spec {spec.spec_version()}"
         return Cleanup(prefix=self.prefix, sessions=ids, removed=[], kept=keep, note=note)
+
+
+class EarlyPurges:
+    """Finished checks' sessions purged in the background while the run goes on (two at a time),
+    so that the cleanup at the end has little left to do. `end` waits for them; a purge that
+    raised leaves its sessions to that cleanup."""
+
+    def __init__(self, created: CreatedSessions, purge: Purge, clients: Sequence[Any] = ()) -> None:
+        self._created, self._purge, self._clients = created, purge, clients
+        self._pool = ThreadPoolExecutor(2, thread_name_prefix="early-purge")
+
+    def submit(self, pairs: Sequence[Pair]) -> None:
+        self._pool.submit(self._created.purge_some, list(pairs), self._purge)
+
+    def end(self) -> None:
+        self._pool.shutdown(wait=True)
+        for client in self._clients:
+            client.close()
 
 
 def _count(ids: Sequence[str], prefix: str) -> str:
@@ -255,4 +297,4 @@ def verify_by_listing(
     return replace(cleanup, sessions=sessions, removed=removed, note=note)
 
 
-__all__ = ["CreatedSessions", "created_session", "created_sessions", "deletion_supported", "verify_by_listing"]
+__all__ = ["CreatedSessions", "EarlyPurges", "created_session", "created_sessions", "deletion_supported", "verify_by_listing"]

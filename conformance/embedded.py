@@ -15,7 +15,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,12 +155,13 @@ def reference_server(
 @contextmanager
 def reference_process(
     database_url: str | None = None, log_file: str | os.PathLike[str] | None = None, otlp_endpoint: str | None = None,
-    timeout: float = 60.0,
+    timeout: float = 60.0, while_starting: Callable[[], object] | None = None,
 ) -> Iterator[RunningServer]:
     """The reference server as `reference_server` makes it, run by `python -m reference_impl` in a
     child process: the suite and the server then hold an interpreter lock each, so neither waits
     for the other to hand it back (a second or so of a 30 s run), and the server never competes
-    with the checks run apart (lanes.py) for one.
+    with the checks run apart (lanes.py) for one. `while_starting` runs once the child is started,
+    before its first answer is awaited: the caller's own set-up, done while the child starts.
 
     Its output goes to `log_file` (warnings and errors only; requests are not logged). It stops
     when the block ends, and on its own when this process dies (its standard input closes)."""
@@ -198,6 +199,8 @@ def reference_process(
                 if sock is not None:
                     sock.close()  # the child holds its own copy
         try:
+            if while_starting is not None:
+                while_starting()
             url = f"http://127.0.0.1:{port}"
             _await_answer(process, url, timeout, log_file)
             yield RunningServer(url, tokens, str(log_file) if log_file is not None else None, process.pid)

@@ -1,15 +1,18 @@
-"""A second process for the checks marked `apart` (the Schemathesis checks), run beside the others.
+"""A second process beside the suite's own: it runs the checks marked `apart` (the Schemathesis
+checks), then takes checks from the end of the run's queue until none is left.
 
-Those checks spend the suite's CPU generating input while the server idles, and the others mostly
-wait for the server: in one process they hold one interpreter lock in turn; in two, a run takes
-about a sixth less on 2 cores. A check run apart is judged exactly as at home: the same
-`Target` code, seed, claim and expected failures, its reproducer built where it ran. Only what
-it creates comes back beside its result, so the run's cleanup purges it. A lane that breaks is
-the suite's error on its checks, never the target's failure.
+The Schemathesis checks spend the suite's CPU generating input while the server idles, and the
+others mostly wait for the server: in one process they hold one interpreter lock in turn; in two,
+each process waits for the server while the other works. Sharing the queue keeps both busy to the
+end: the process that finishes first takes what the other has not started. A check run in the lane
+is judged exactly as at home: the same `Target` code, seed, claim and expected failures, its
+reproducer built where it ran. Only what it creates comes back beside its result, so the run's
+cleanup purges it. A lane that breaks is the suite's error on its checks, never the target's failure.
 
 The lane is `python -m conformance.lanes`, started with `subprocess` (no multiprocessing machinery
-in a process whose threads hold many sockets): its job arrives pickled on standard input, and each
-result leaves pickled on standard output as soon as its check ends.
+in a process whose threads hold many sockets): the run's settings arrive pickled on standard input,
+then one check name at a time, each sent when the previous result came back; each result leaves
+pickled on standard output as soon as its check ends, and the lane stops when its input closes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import pickle
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
@@ -27,6 +31,30 @@ from conformance.results import CheckResult, Outcome
 from conformance.target import Target, check_result
 
 Created = list[tuple[str, str | None]]  # (session id, creator) pairs, as CreatedSessions keeps them
+
+
+class Queue:
+    """The checks either process may run, in the run's order: the suite takes from the front, the
+    lane from the back, so each check runs once and the two meet in the middle."""
+
+    def __init__(self, items: list[Check]) -> None:
+        self._items = deque(items)
+        self._lock = threading.Lock()
+
+    def front(self) -> Check | None:
+        with self._lock:
+            return self._items.popleft() if self._items else None
+
+    def back(self, accept: Callable[[Check], bool] = lambda item: True) -> Check | None:
+        """The last check, when `accept` takes it; else None, and it stays for the front."""
+        with self._lock:
+            return self._items.pop() if self._items and accept(self._items[-1]) else None
+
+
+def shareable(item: Check, config: Config) -> bool:
+    """Whether the lane can run a check the suite might run itself: one it finds by name in the
+    registry, and not while the run's OTLP receiver (which lives in this process) counts spans."""
+    return not getattr(config, "otlp_receiver", None) and item in all_checks()
 
 
 def run_apart(
@@ -44,7 +72,9 @@ def run_apart(
 
 
 class Lane:
-    """Checks running one after another in a second process, started at once."""
+    """Checks running one after another in a second process, started at once: `items` first, then
+    whatever `more` hands out (None: nothing left). `done` hears of each result, with the sessions
+    its check created, as it arrives."""
 
     def __init__(
         self,
@@ -53,10 +83,13 @@ class Lane:
         expected: dict[str, ExpectedFailure],
         items: list[Check],
         catalogue: dict[str, dict[str, Any]],
-        done: Callable[[Check, CheckResult], None] | None = None,
+        done: Callable[[Check, CheckResult, Created], None] | None = None,
+        more: Callable[[], Check | None] | None = None,
     ) -> None:
         self.catalogue = catalogue
-        self._items = items
+        self._own = deque(items)
+        self._more = more
+        self._items: list[Check] = []  # every check sent, in the order sent
         self._done = done
         self._outcomes: dict[int, tuple[CheckResult, Created]] = {}
         self._ended: str | None = None
@@ -64,13 +97,24 @@ class Lane:
             [sys.executable, "-m", "conformance.lanes"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         assert self._process.stdin is not None and self._process.stdout is not None
+        self._input = self._process.stdin
         try:
-            pickle.dump((config, capabilities, expected, [item.name for item in items]), self._process.stdin)
-            self._process.stdin.close()
+            pickle.dump((config, capabilities, expected), self._input)
+            self._send_next()
         except OSError as exc:  # it died before it read its job
             self._ended = f"{exc.__class__.__name__}: {exc}"
         self._reader = threading.Thread(target=self._read, args=(self._process.stdout,), name="lane-results", daemon=True)
         self._reader.start()
+
+    def _send_next(self) -> None:
+        """Hand the lane its next check, or close its input when there is none."""
+        item = self._own.popleft() if self._own else (self._more() if self._more else None)
+        if item is None:
+            self._input.close()
+            return
+        self._items.append(item)
+        pickle.dump(item.name, self._input)
+        self._input.flush()
 
     def _read(self, stream: BinaryIO) -> None:
         try:
@@ -80,18 +124,20 @@ class Lane:
                     outcome = self._broken(self._items[n], error)
                 self._outcomes[n] = outcome
                 if self._done is not None:
-                    self._done(self._items[n], outcome[0])
+                    self._done(self._items[n], *outcome)
+                self._send_next()
         except EOFError:
             pass
         except Exception as exc:  # a result that would not unpickle, a broken pipe
             self._ended = f"{exc.__class__.__name__}: {exc}"
 
     def results(self) -> list[tuple[Check, CheckResult, Created]]:
-        """Every check's result, in the order given, once all have finished."""
+        """Every check sent to the lane, in the order sent, once all have finished."""
         self._reader.join()
         status = self._process.wait()
         why = self._ended or f"it exited with status {status}"
-        return [(item, *self._outcomes.get(n, self._broken(item, why))) for n, item in enumerate(self._items)]
+        items = [*self._items, *self._own]  # checks of its own never sent: it broke first
+        return [(item, *self._outcomes.get(n, self._broken(item, why))) for n, item in enumerate(items)]
 
     def close(self) -> None:
         if self._process.poll() is None:
@@ -105,18 +151,25 @@ class Lane:
 
 
 def main() -> int:
-    """The lane's process: run the job read from standard input, one pickled result per check."""
-    config, capabilities, expected, names = pickle.load(sys.stdin.buffer)
+    """The lane's process: the run's settings, then one check name at a time until the input closes;
+    one pickled result per check."""
+    source = sys.stdin.buffer
+    config, capabilities, expected = pickle.load(source)
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # whatever a check prints must not corrupt the results
-    for n, name in enumerate(names):
+    n = 0
+    while True:
+        try:
+            name = pickle.load(source)
+        except EOFError:
+            return 0
         try:
             outcome, error = run_apart(config, capabilities, expected, name), None
         except Exception as exc:  # no such check here: the parent reports the suite's error
             outcome, error = None, f"{exc.__class__.__name__}: {exc}"
         pickle.dump((n, outcome, error), out)
         out.flush()
-    return 0
+        n += 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -14,7 +15,7 @@ import spec
 from conformance import SUITE_VERSION
 from conformance.config import Config, ExpectedFailure
 from conformance.errors import TargetUnreachable
-from conformance.lanes import Lane
+from conformance.lanes import Lane, Queue, shareable
 from conformance.profiles import profile_results, summary_text
 from conformance.registry import Check, all_checks, select
 from conformance.results import CheckResult, Outcome, PreflightItem, RunResult
@@ -68,16 +69,27 @@ def run(
         for name in target.missing_expected_capabilities():
             notes.append(f"expected capability '{name}' is not advertised by the target")
         apart = [item for item in selected if item.apart] if config.parallel else []
-        here = [item for item in selected if item not in apart]
+        beside = bool(apart) and len(selected) > len(apart)  # alone, the checks run apart gain nothing from a second process
+        queue = Queue([item for item in selected if item not in apart] if beside else selected)
         lane = None
-        if apart and here:  # alone, the checks run apart gain nothing from a second process
-            done = (lambda item, result: progress("done", item, result)) if progress else None
-            lane = Lane(config, target.discover(), target.expected, apart, catalogue, done)
+        if beside:
+
+            def done(item: Check, result: CheckResult, created: list[tuple[str, str | None]]) -> None:
+                for session_id, creator in created:
+                    target.created.add([session_id], creator)
+                target.purge_soon(created)
+                if progress:
+                    progress("done", item, result)
+
+            more = functools.partial(queue.back, functools.partial(shareable, config=config))
+            lane = Lane(config, target.discover(), target.expected, apart, catalogue, done, more)
         try:
-            for item in here if lane else selected:
+            for item in iter(queue.front, None):
                 if progress:
                     progress("start", item, None)
+                before = set(target.created.pairs)
                 result = target.run_check(item)
+                target.purge_soon([pair for pair in target.created.pairs if pair not in before])
                 results.append(result)
                 if progress:
                     progress("done", item, result)

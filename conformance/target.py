@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 import spec
-from conformance.cleanup import CreatedSessions
+from conformance.cleanup import CreatedSessions, EarlyPurges
 from conformance.client import ApiClient, Recorder
 from conformance.config import Config, ConfigError, ExpectedFailure, load_expected_failures
 from conformance.context import CheckContext
@@ -72,6 +72,8 @@ class Target:
         ]
         self.capabilities: dict[str, Any] | None = with_defaults(capabilities) if capabilities else None
         self._claim: Claim | None = None
+        self._early: EarlyPurges | None = None
+        self._early_lock = threading.Lock()
 
     def discover(self) -> dict[str, Any]:
         """Read the capability document once; every check is then planned from it."""
@@ -102,23 +104,46 @@ class Target:
         result = self._run_one(item)
         return _apply_expected(result, self.expected)
 
+    def _purges(self) -> bool:
+        return not self.config.keep and "sharing" in self.advertised()
+
+    def _purge(self, session_id: str, creator: str | None, clients: list[ApiClient] | None = None) -> int | None:
+        """One purge as the session's creator: its status, None when the target cannot be reached."""
+        clients = clients or self.clients
+        client = next((c for c in clients if c.principal == creator), clients[0])
+        try:
+            answer = client.post(f"/sessions/{quote(session_id, safe='')}/purge", validate_response=False)
+        except TargetUnreachable:
+            return None
+        return answer.status
+
+    def purge_soon(self, pairs: list[tuple[str, str | None]]) -> None:
+        """Purge a finished check's sessions in the background while the next checks run, through
+        clients of their own, so that no purge appears among a running check's exchanges."""
+        if not pairs or not self._purges():
+            return
+        with self._early_lock:
+            if self._early is None:
+                clients = [ApiClient(self.config.target, c.token, c.principal, Recorder(), self.config.timeout) for c in self.clients]
+                self._early = EarlyPurges(self.created, lambda sid, who: self._purge(sid, who, clients), clients)
+            self._early.submit(pairs)
+
     def cleanup(self) -> Cleanup:
-        """Purge what the run created, as its creator, when the target offers purge (`sharing`)."""
-        if self.config.keep or "sharing" not in self.advertised():
+        """Purge what the run created, as its creator, when the target offers purge (`sharing`):
+        after the early purges end, whatever they did not remove."""
+        self._end_early_purges()
+        if not self._purges():
             return self.created.finish(self.config.keep)
-        by_name = {client.principal: client for client in self.clients}
+        return self.created.finish(False, self._purge, workers=min(8, self.config.concurrency))
 
-        def purge(session_id: str, creator: str | None) -> int | None:
-            client = by_name.get(creator) or self.clients[0]
-            try:
-                answer = client.post(f"/sessions/{quote(session_id, safe='')}/purge", validate_response=False)
-            except TargetUnreachable:
-                return None
-            return answer.status
-
-        return self.created.finish(False, purge, workers=min(8, self.config.concurrency))
+    def _end_early_purges(self) -> None:
+        with self._early_lock:
+            early, self._early = self._early, None
+        if early is not None:
+            early.end()
 
     def close(self) -> None:
+        self._end_early_purges()
         for client in [c for group in self.replicas for c in group] + [self.anonymous]:
             client.close()
 

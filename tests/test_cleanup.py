@@ -196,3 +196,77 @@ def test_a_full_run_leaves_nothing_behind(tmp_path, capsys) -> None:
     cleanup = report["cleanup"]
     assert report["summary"]["checks"] > 150 and cleanup["left_behind"] == []
     assert remaining == 0, f"{remaining} sessions are still stored after the full run"
+
+
+def test_sessions_purged_early_are_not_purged_again_and_a_failed_early_purge_is_retried() -> None:
+    """A finished check's sessions are purged while the run goes on (`purge_some`); the cleanup at
+    the end asks only about those not already answered 204 or 404, and counts them all."""
+    created = CreatedSessions("p-")
+    created.add(["p-parent"], "principal-1")
+    created.add(["p-child"], "principal-1")
+    created.add(["p-flaky"], "principal-2")
+    created.add(["p-late"], "principal-1")
+    gone: set[str] = set()
+    calls: list[str] = []
+    flaky: list[str] = []
+
+    def purge(session: str, creator: str | None) -> int:
+        calls.append(session)
+        if session == "p-parent" and "p-child" not in gone:
+            return 409
+        if session == "p-flaky" and not flaky:
+            flaky.append(session)
+            return 503
+        gone.add(session)
+        return 204
+
+    created.purge_some([("p-parent", "principal-1"), ("p-child", "principal-1")], purge)
+    assert calls == ["p-child", "p-parent"]  # newest first: the child before its parent, no 409 to retry
+    created.purge_some([("p-flaky", "principal-2")], purge)
+    calls.clear()
+    cleanup = created.finish(False, purge, workers=1)
+    assert calls == ["p-late", "p-flaky"], calls  # neither p-child nor p-parent is asked again
+    assert sorted(cleanup.removed) == ["p-child", "p-flaky", "p-late", "p-parent"] and cleanup.left_behind == []
+    assert cleanup.note.startswith("removed 4 of 4")
+
+
+def test_an_early_purge_answering_409_is_asked_again_within_its_batch() -> None:
+    created = CreatedSessions("p-")
+    pairs = [("p-child", "principal-1"), ("p-parent", "principal-1")]  # created in this order: an odd pair
+    gone: set[str] = set()
+
+    def purge(session: str, creator: str | None) -> int:
+        if session == "p-child" and "p-parent" not in gone:  # here the later session is the one that must wait
+            return 409
+        gone.add(session)
+        return 204
+
+    created.add([sid for sid, _ in pairs], "principal-1")
+    created.purge_some(pairs, purge)
+    assert gone == {"p-child", "p-parent"}
+    assert created.finish(False, lambda *_: pytest.fail("nothing is left to purge"), workers=1).left_behind == []
+
+
+def test_early_purges_run_beside_the_checks_and_stay_out_of_their_exchanges(tmp_path) -> None:
+    """`Target.purge_soon` purges through clients of its own: a running check's recorded exchanges
+    (its reproducers, the sessions it created) never show a purge."""
+    from conformance.config import load
+    from conformance.target import Target
+
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'early.db'}", tokens=TOKENS, projects=PROJECTS)
+    with serve_app(create_app(settings)) as running:
+        config = load(overrides={"target": running.url, "tokens": list(TOKENS)}, environ={})
+        target = Target(config)
+        try:
+            made = target.clients[0].post("/sessions", json={"session_id": f"{config.id_prefix}early"})
+            assert made.status == 201
+            target.created.scan(target.recorder.exchanges)
+            target.discover()  # read once, before the check's exchanges are watched
+            target.recorder.clear()
+            target.purge_soon(target.created.pairs)
+            cleanup = target.cleanup()
+        finally:
+            target.close()
+    assert cleanup.removed == [f"{config.id_prefix}early"] and cleanup.left_behind == []
+    assert target.recorder.exchanges == []  # neither the early purge nor the cleanup asked again
+    assert _stored(tmp_path / "early.db") == 0

@@ -64,3 +64,50 @@ def test_a_lane_that_cannot_run_a_check_reports_a_suite_error_not_a_failure(tmp_
     assert kept.outcome is Outcome.PASS
     assert lost.outcome is Outcome.ERROR and "suite defect: the second process running fuzz.known_only_here gave no result: LookupError" in lost.message, lost.message
     assert "fuzz.known_only_here" not in {c.name for c in all_checks()}
+
+
+def test_the_queue_hands_each_check_out_once_from_either_end() -> None:
+    from conformance.lanes import Queue
+
+    checks = all_checks()[:5]
+    queue = Queue(checks)
+    assert queue.back(lambda item: False) is None  # refused: it stays for the front
+    taken = [queue.front(), queue.back(), queue.front(), queue.back(), queue.back(), queue.front(), queue.back()]
+    assert taken == [checks[0], checks[4], checks[1], checks[3], checks[2], None, None]
+
+
+def test_only_registered_checks_are_shared_and_none_while_the_run_receives_spans() -> None:
+    from conformance.lanes import shareable
+
+    registered = next(c for c in all_checks() if c.name == "capabilities.discovery_document")
+    stranger = Check("capabilities.only_here", "A check the second process cannot import", "capabilities", (), (), lambda ctx: None)
+    config = load(overrides={"target": "http://127.0.0.1:9", "tokens": list(TOKENS)}, environ={})
+    assert shareable(registered, config) and not shareable(stranger, config)
+    traced = load(overrides={"target": "http://127.0.0.1:9", "tokens": list(TOKENS), "otlp_receiver": "127.0.0.1:0"}, environ={})
+    assert not shareable(registered, traced)  # the receiver lives in this process: span counts are taken here
+
+
+def test_the_lane_takes_more_checks_once_its_own_are_done(tmp_path: Any) -> None:
+    """What `more` hands out runs in the lane after its own checks, is judged as at home, and comes
+    back in the order sent with the sessions it created; `done` hears of each as it ends."""
+    from conformance.lanes import Lane
+    from conformance.target import Target
+
+    by_name = {c.name: c for c in all_checks()}
+    own = [by_name["capabilities.discovery_document"]]
+    extra = [by_name["sessions.create_root_session"], by_name["capabilities.discovery_document"]]
+    heard: list[tuple[str, int]] = []
+    with serve_app(reference_app(_settings(tmp_path, "more.db"))) as server:
+        config = load(overrides={"target": server.url, "tokens": list(TOKENS), "seed": 31}, environ={})
+        target = Target(config)
+        try:
+            lane = Lane(config, target.discover(), {}, own, target.catalogue,
+                        lambda item, result, created: heard.append((item.name, len(created))), iter([*extra, None]).__next__)
+            results = lane.results()
+            lane.close()
+        finally:
+            target.close()
+    assert [item.name for item, _, _ in results] == [c.name for c in [*own, *extra]]
+    assert all(result.outcome is Outcome.PASS for _, result, _ in results), [(r.name, r.message[:300]) for _, r, _ in results]
+    assert [created != [] for _, _, created in results] == [False, True, False]
+    assert [name for name, _ in heard] == [c.name for c in [*own, *extra]] and heard[1][1] > 0

@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
-from conformance import counts, otlp
+from conformance import SUITE_VERSION, counts, otlp
 from conformance.client import ApiClient, Recorder
 from conformance.config import load
 from conformance.errors import CheckFailed, NotVerified
@@ -166,7 +166,7 @@ def test_every_request_the_suite_sends_carries_a_fresh_valid_traceparent() -> No
         return httpx.Response(503, headers={"Retry-After": "0"}) if retry else httpx.Response(200, json={})
 
     client = ApiClient("http://target", "token", "principal-1", Recorder())
-    client._http = httpx.Client(transport=httpx.MockTransport(answer))
+    client._http = httpx.MockTransport(answer)
     responses = [client.get("/busy", validate_response=False)]  # retried after its 503: a new trace per attempt
     responses += [client.request(method, "/sessions", validate_response=False) for method in ("GET", "POST", "DELETE") * 5]
     assert all(TRACEPARENT.match(value) for value in seen), seen
@@ -282,3 +282,27 @@ def test_preflight_and_runner_judge_a_checks_needs_alike() -> None:
     assert offered(checks["export.export_cost_by_depth"], "diagnostics.query-count", spans_only, catalogue)
     assert not offered(checks["diagnostics.header_on_every_response"], "diagnostics.query-count", spans_only, catalogue)
     assert not offered(checks["diagnostics.listing_cost_by_depth"], "sharing", ["diagnostics.trace-context"], catalogue)
+
+
+def test_the_suite_names_itself_keeps_no_cookie_and_lets_a_check_send_its_own_headers() -> None:
+    """ApiClient sends through httpx's transport, without an `httpx.Client` around it: its own
+    User-Agent and Accept-Encoding unless a check names its own, and no cookie a target sets ever
+    comes back (a replayed reproducer carries none either)."""
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, headers={"Set-Cookie": "session=abc; Path=/"}, json={"ok": True})
+
+    client = ApiClient("http://target", "token", "principal-1", Recorder())
+    client._http = httpx.MockTransport(answer)
+    first = client.get("/one", validate_response=False)
+    client.get("/two", validate_response=False, headers={"User-Agent": "a-check/1"})
+    client.post("/three", json={"a": 1}, validate_response=False, repeated_headers=[("Accept-Encoding", "identity")])
+    assert first.json() == {"ok": True}
+    assert [r.headers.get_list("user-agent") for r in seen] == [
+        [f"session-lineage-conformance/{SUITE_VERSION}"], ["a-check/1"], [f"session-lineage-conformance/{SUITE_VERSION}"]
+    ]
+    assert [r.headers.get_list("accept-encoding") for r in seen] == [["gzip, deflate"], ["gzip, deflate"], ["identity"]]
+    assert all("cookie" not in r.headers for r in seen)
+    assert seen[2].content == b'{"a": 1}' and seen[2].headers["content-type"] == "application/json"
