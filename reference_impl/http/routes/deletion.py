@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id
+from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services.deletion import DeletionService
 
 

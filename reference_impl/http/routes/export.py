@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -13,6 +12,7 @@ from starlette.routing import Route
 from reference_impl.errors import InvalidRequest
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id
+from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services.export import ExportService, TurnPositionService
 
 POSITION = re.compile(r"[1-9][0-9]{0,14}")  # TURN-POS-RANGE-001: 1 to 15 digits, no sign, no leading zero

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -10,6 +9,7 @@ from starlette.routing import Route
 from reference_impl.http.base import Handlers
 from reference_impl.http.routes.rollout import refuse_fields_of_missing_capabilities
 from reference_impl.http.requests import idempotency_key, path_id, scope_ids
+from reference_impl.http.threads import run_in_threadpool
 
 
 class ForkHandlers(Handlers):

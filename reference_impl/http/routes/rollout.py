@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -18,6 +17,7 @@ from reference_impl.errors import CapabilityMissing, DomainError, InvalidRequest
 from reference_impl.http.base import Handlers
 from reference_impl.http.problems import problem
 from reference_impl.http.requests import path_id
+from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services import Services
 from reference_impl.services.rollout import deprecation_headers
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -10,6 +9,7 @@ from starlette.routing import Route
 from reference_impl.etags import parse_if_match
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import UnsupportedMediaType, path_id, writer_lease
+from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services.session_patch import SessionPatchService
 
 MERGE_PATCH = "application/merge-patch+json"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -13,6 +12,7 @@ from reference_impl.http.base import Handlers
 from reference_impl.errors import InvalidRequest
 from reference_impl.http.requests import idempotency_key, path_id, scope_ids, writer_lease
 from reference_impl.http.routes.rollout import start_turn_with_replay
+from reference_impl.http.threads import run_in_threadpool
 
 
 def etag_header(view: Any) -> dict[str, str]:

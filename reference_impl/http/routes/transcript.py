@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id, query_cursor, query_int
+from reference_impl.http.threads import run_in_threadpool
 
 
 class TranscriptHandlers(Handlers):
