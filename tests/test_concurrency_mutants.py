@@ -8,6 +8,8 @@ database each time. The deep set: `pytest --deep`.
 
 from __future__ import annotations
 
+import json
+
 
 import pytest
 
@@ -61,4 +63,5 @@ def test_seeded_run_against_served_replicas(engine: str, seed: int, request: pyt
     replicas: 0 failures and 0 errors. One test per run, so the workers share them out."""
     database_url = request.getfixturevalue("postgres_server") if engine == "postgresql" else None
     outcome = one_run(engine, seed, database_url)
-    assert not outcome["fail"] and not outcome["error"], outcome
+    # A string, not the dict: pytest shortens a dict's repr, and the failing checks' names were lost
+    assert not outcome["fail"] and not outcome["error"], json.dumps(outcome, indent=1)
