@@ -26,6 +26,5 @@ _POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="service")
 
 async def run_in_threadpool(func: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """`func(*args, **kwargs)` on a worker thread, in a copy of the current context."""
-    context = contextvars.copy_context()
-    call = functools.partial(func, *args, **kwargs) if kwargs else func
-    return await asyncio.get_running_loop().run_in_executor(_POOL, context.run, call, *([] if kwargs else args))
+    call = functools.partial(contextvars.copy_context().run, func, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_POOL, call)
