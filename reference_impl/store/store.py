@@ -12,6 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from reference_impl.store.attachments import AttachmentStatements
 from reference_impl.store.context import ContextStatements
 from reference_impl.store.deletion import DeletionStatements
+from reference_impl.store.engine import writer_gate
 from reference_impl.store.export import ExportStatements
 from reference_impl.store.fork import ForkStatements
 from reference_impl.store.grants import GrantStatements
@@ -91,14 +92,14 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Transaction]:
-        with self.engine.connect().execution_options(write=True) as conn, conn.begin():
+        with writer_gate(self.engine), self.engine.connect().execution_options(write=True) as conn, conn.begin():
             yield self.transaction_class(conn)
 
     @contextmanager
     def write_records(self) -> Iterator[Transaction]:
         """A transaction on the records store (the core store when there is only one)."""
         engine = self.records_engine or self.engine
-        with engine.connect().execution_options(write=True) as conn, conn.begin():
+        with writer_gate(engine), engine.connect().execution_options(write=True) as conn, conn.begin():
             yield self.transaction_class(conn, conn, records_apart=self.split)
 
     @staticmethod
