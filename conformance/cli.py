@@ -170,6 +170,11 @@ def _check(args: argparse.Namespace) -> int:
     console = make_console()
     reports = _report_paths(args)
     with ExitStack() as stack:
+        if args.parallel is not False:
+            from conformance import lanes
+
+            lanes.start_early()  # it loads the checks meanwhile; ended at exit when no run takes it
+            stack.callback(lanes.stop_early)
         overrides = {
             "strict": args.strict,
             "seed": args.seed,

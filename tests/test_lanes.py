@@ -111,3 +111,27 @@ def test_the_lane_takes_more_checks_once_its_own_are_done(tmp_path: Any) -> None
     assert all(result.outcome is Outcome.PASS for _, result, _ in results), [(r.name, r.message[:300]) for _, r, _ in results]
     assert [created != [] for _, _, created in results] == [False, True, False]
     assert [name for name, _ in heard] == [c.name for c in [*own, *extra]] and heard[1][1] > 0
+
+
+def test_a_lane_takes_the_process_started_early_and_an_unused_one_ends(tmp_path: Any) -> None:
+    """`start_early` (the CLI calls it before the embedded server starts) gives the run's lane a
+    process that loaded the checks meanwhile; one no lane took ends with `stop_early`, and a
+    process whose input closes before any settings arrive exits quietly."""
+    from conformance import lanes
+
+    lanes.start_early()
+    early = lanes._early
+    assert early is not None
+    result = _run(reference_app(_settings(tmp_path, "early.db")), parallel=True)
+    assert lanes._early is None and early.poll() is not None  # the run's lane used it, and it ended with the run
+    assert all(c.outcome is Outcome.PASS for c in result.checks), [(c.name, c.message[:300]) for c in result.checks]
+
+    lanes.start_early()
+    unused = lanes._early
+    assert unused is not None
+    lanes.stop_early()
+    assert lanes._early is None and unused.poll() is not None
+
+    quiet = lanes._spawn()
+    _out, _ = quiet.communicate(b"", timeout=60)
+    assert quiet.returncode == 0

@@ -169,6 +169,14 @@ def _schema(dropped_headers: tuple[str, ...] = ()) -> Any:
     return schema
 
 
+def warm_up() -> None:
+    """Load Schemathesis and read the OpenAPI document as it does, before the first fuzz check
+    (the second process does this while the suite starts)."""
+    _schema()
+    _schema(CLIENT_CHOSEN_HEADERS)
+    _checks()
+
+
 def _checks() -> list[Any]:
     from schemathesis.specs.openapi.checks import (
         content_type_conformance,
