@@ -93,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "--serial", action="store_const", const=False, dest="parallel",
-        help="run every check in this process, one at a time (by default a second process runs the Schemathesis "
-        "checks beside the others, then shares the rest of the queue; env SESSION_LINEAGE_PARALLEL=false)",
+        help="run every check in this process, one at a time (by default two more processes run the Schemathesis "
+        "checks beside the others, then share the rest of the queue; env SESSION_LINEAGE_PARALLEL=false)",
     )
     check.add_argument("--list", action="store_true", help="list the checks and their requirement IDs, then exit")
     check.add_argument("--quiet", action="store_true", help="no progress display")
@@ -173,7 +173,7 @@ def _check(args: argparse.Namespace) -> int:
         if args.parallel is not False:
             from conformance import lanes
 
-            lanes.start_early()  # it loads the checks meanwhile; ended at exit when no run takes it
+            lanes.start_early()  # they load the checks meanwhile; ended at exit when no run takes them
             stack.callback(lanes.stop_early)
         overrides = {
             "strict": args.strict,

@@ -47,7 +47,7 @@ class Config:
     roles: tuple[str, ...] = ()  # the role of each token, in order; empty: ROLES in order
     otlp_receiver: str | None = None  # [HOST:]PORT of the run's OTLP/HTTP trace receiver (otlp.py)
     otlp_wait: float = 10.0  # the most a count waits for a request's spans, in seconds (otlp.WAIT_S)
-    parallel: bool = True  # a second process runs the checks that generate input, then shares the queue (lanes.py)
+    parallel: bool = True  # two more processes run the checks that generate input, then share the queue (lanes.py)
 
     def role_index(self) -> dict[str, int]:
         """Which token plays each role."""
@@ -222,7 +222,7 @@ KEYS = (
     Key("keep", _bool, help="keep every session the suite creates (otherwise purged at the end where the target offers purge)"),
     Key("skip_preflight", _preflight_names, help="preflight items not to run, comma-separated"),
     Key("otlp_receiver", _otlp_address, help="[HOST:]PORT: receive the target's OTLP/HTTP traces there and count round trips from its database spans"),
-    Key("parallel", _bool, help="run the checks that generate input (Schemathesis) in a second process beside the others, which then shares the rest of the queue (default true; false: one check at a time, in one process)"),
+    Key("parallel", _bool, help="run the checks that generate input (Schemathesis) in two more processes beside the others, which then share the rest of the queue (default true; false: one check at a time, in one process)"),
     Key("otlp_wait", _positive_float, help="seconds to wait, at most, for the spans of one request (default 10: more than the 5 s an OpenTelemetry SDK batches spans by default)"),
 )
 KEY_NAMES = {key.name for key in KEYS}

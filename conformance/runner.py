@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-import functools
+import itertools
 import re
 import time
 from collections.abc import Callable
@@ -15,7 +15,7 @@ import spec
 from conformance import SUITE_VERSION
 from conformance.config import Config, ExpectedFailure
 from conformance.errors import TargetUnreachable
-from conformance.lanes import Lane, Queue, shareable
+from conformance.lanes import Lane, Queue, start_lanes
 from conformance.profiles import profile_results, summary_text
 from conformance.registry import Check, all_checks, select
 from conformance.results import CheckResult, Outcome, PreflightItem, RunResult
@@ -71,7 +71,8 @@ def run(
         apart = [item for item in selected if item.apart] if config.parallel else []
         beside = bool(apart) and len(selected) > len(apart)  # alone, the checks run apart gain nothing from a second process
         queue = Queue([item for item in selected if item not in apart] if beside else selected)
-        lane = None
+        apart_queue = Queue(apart if beside else [])
+        lanes: list[Lane] = []
         if beside:
 
             def done(item: Check, result: CheckResult, created: list[tuple[str, str | None]]) -> None:
@@ -81,10 +82,10 @@ def run(
                 if progress:
                     progress("done", item, result)
 
-            more = functools.partial(queue.back, functools.partial(shareable, config=config))
-            lane = Lane(config, target.discover(), target.expected, apart, catalogue, done, more)
+            lanes = start_lanes(config, target.discover(), target.expected, apart_queue, queue, catalogue, done)
         try:
-            for item in iter(queue.front, None):
+            # the suite runs at home any check meant to run apart that no lane took (the lanes broke)
+            for item in itertools.chain(iter(queue.front, None), iter(apart_queue.front, None)):
                 if progress:
                     progress("start", item, None)
                 before = set(target.created.pairs)
@@ -93,13 +94,13 @@ def run(
                 results.append(result)
                 if progress:
                     progress("done", item, result)
-            if lane:
+            for lane in lanes:
                 for item, result, created in lane.results():
                     results.append(result)
                     for session_id, creator in created:
                         target.created.add([session_id], creator)
         finally:
-            if lane:
+            for lane in lanes:
                 lane.close()
         position = {item.name: n for n, item in enumerate(selected)}
         results.sort(key=lambda result: position.get(result.name, -1))

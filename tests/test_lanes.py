@@ -66,6 +66,28 @@ def test_a_lane_that_cannot_run_a_check_reports_a_suite_error_not_a_failure(tmp_
     assert "fuzz.known_only_here" not in {c.name for c in all_checks()}
 
 
+def test_checks_meant_apart_that_no_lane_took_run_at_home(tmp_path: Any, monkeypatch: Any) -> None:
+    """Lanes that die at once each lose the check they were handed (the suite's error, named); the
+    checks to run apart that no lane took, the suite runs itself, judged as usual."""
+    import subprocess
+    import sys
+
+    from conformance import lanes
+
+    monkeypatch.setattr(lanes, "_spawn", lambda: subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+    ran: list[str] = []
+    apart = [Check(f"fuzz.apart_{n}", "A check to run apart", "fuzz", ("ERR-NO-5XX-001",), (),
+                   lambda ctx, n=n: ran.append(f"fuzz.apart_{n}"), apart=True) for n in range(lanes.LANES + 1)]
+    home = next(c for c in all_checks() if c.name == "capabilities.discovery_document")
+    result = _run(reference_app(_settings(tmp_path, "dead.db")), parallel=True, checks=[*apart, home],
+                  select=["capabilities.discovery_document", "fuzz.apart_"])
+    outcomes = {c.name: c.outcome for c in result.checks}
+    lost = [name for name, outcome in outcomes.items() if outcome is Outcome.ERROR]
+    assert len(lost) == lanes.LANES and all(name.startswith("fuzz.apart_") for name in lost), outcomes
+    assert ran and set(ran) == set(outcomes) - set(lost) - {home.name}, (ran, outcomes)
+    assert all(outcomes[name] is Outcome.PASS for name in [*ran, home.name]), outcomes
+
+
 def test_the_queue_hands_each_check_out_once_from_either_end() -> None:
     from conformance.lanes import Queue
 
@@ -113,24 +135,23 @@ def test_the_lane_takes_more_checks_once_its_own_are_done(tmp_path: Any) -> None
     assert [name for name, _ in heard] == [c.name for c in [*own, *extra]] and heard[1][1] > 0
 
 
-def test_a_lane_takes_the_process_started_early_and_an_unused_one_ends(tmp_path: Any) -> None:
-    """`start_early` (the CLI calls it before the embedded server starts) gives the run's lane a
-    process that loaded the checks meanwhile; one no lane took ends with `stop_early`, and a
+def test_lanes_take_the_processes_started_early_and_an_unused_one_ends(tmp_path: Any) -> None:
+    """`start_early` (the CLI calls it before the embedded server starts) gives the run's lanes
+    processes that loaded the checks meanwhile; one no lane took ends with `stop_early`, and a
     process whose input closes before any settings arrive exits quietly."""
     from conformance import lanes
 
     lanes.start_early()
-    early = lanes._early
-    assert early is not None
+    early = list(lanes._early)
+    assert len(early) == lanes.LANES
     result = _run(reference_app(_settings(tmp_path, "early.db")), parallel=True)
-    assert lanes._early is None and early.poll() is not None  # the run's lane used it, and it ended with the run
+    assert lanes._early == [] and all(p.poll() is not None for p in early)  # the run's lanes used them, and they ended with it
     assert all(c.outcome is Outcome.PASS for c in result.checks), [(c.name, c.message[:300]) for c in result.checks]
 
-    lanes.start_early()
-    unused = lanes._early
-    assert unused is not None
+    lanes.start_early(1)
+    unused = list(lanes._early)
     lanes.stop_early()
-    assert lanes._early is None and unused.poll() is not None
+    assert lanes._early == [] and len(unused) == 1 and unused[0].poll() is not None
 
     quiet = lanes._spawn()
     _out, _ = quiet.communicate(b"", timeout=60)
