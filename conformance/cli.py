@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
 from conformance import SUITE_VERSION
-from conformance.config import ConfigError, load
+from conformance.config import Config, ConfigError, load
 from conformance.results import EXIT_USAGE
 
 
@@ -170,11 +170,6 @@ def _check(args: argparse.Namespace) -> int:
     console = make_console()
     reports = _report_paths(args)
     with ExitStack() as stack:
-        if args.parallel is not False:
-            from conformance import lanes
-
-            lanes.start_early()  # they load the checks meanwhile; ended at exit when no run takes them
-            stack.callback(lanes.stop_early)
         overrides = {
             "strict": args.strict,
             "seed": args.seed,
@@ -189,13 +184,22 @@ def _check(args: argparse.Namespace) -> int:
             "otlp_receiver": args.otlp_receiver,
             "parallel": args.parallel,
         }
+        # The settings as far as they are known before the target is (the embedded server's URL and
+        # tokens come once it has started): they decide what starts first.
+        plan = load(args.config, {"target": "http://embedded.invalid", "tokens": ["embedded-1", "embedded-2"],
+                                  **{key: value for key, value in overrides.items() if value is not None}})
+        if plan.parallel and not plan.select:  # a whole run: its lanes load the checks meanwhile
+            from conformance import lanes
+
+            lanes.start_early()
+            stack.callback(lanes.stop_early)  # ended at exit when no run took them
         if args.embedded:
             from conformance.embedded import embedded_log, reference_process
 
             where = args.embedded_database_url.split("://")[0] if args.embedded_database_url else "SQLite"
             log = embedded_log()
             console.print(f"[dim]starting the embedded reference server ({where}; its log: {log})…[/dim]", highlight=False)
-            traced = _embedded_trace_endpoint(args.config, overrides)
+            traced = _embedded_trace_endpoint(plan)
             server = stack.enter_context(
                 reference_process(args.embedded_database_url, log_file=log, otlp_endpoint=traced, while_starting=_load_suite)
             )
@@ -243,13 +247,12 @@ def _check(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
-def _embedded_trace_endpoint(file: str | None, overrides: dict[str, object]) -> str | None:
+def _embedded_trace_endpoint(placeholder: Config) -> str | None:
     """Where the embedded reference exports its spans: the run's receiver, started first so that a
     port 0 setting has its real port (a port that cannot be bound is left to preflight to report)."""
     from conformance import otlp
     from conformance.embedded import trace_endpoint
 
-    placeholder = load(file, {**overrides, "target": "http://embedded.invalid", "tokens": ["embedded-1", "embedded-2"]})
     if placeholder.otlp_receiver is None:
         return None
     try:
