@@ -146,6 +146,8 @@ def _load_suite() -> None:
     while the embedded server starts, this takes about half a second off the run."""
     import conformance.cleanup  # noqa: F401
     import conformance.preflight  # noqa: F401
+    import conformance.reports.console  # noqa: F401
+    import conformance.reports.html_report  # noqa: F401
     import conformance.progress  # noqa: F401
     import conformance.runner  # noqa: F401
     import spec
@@ -165,10 +167,10 @@ def _check(args: argparse.Namespace) -> int:
     if args.list:
         return _list_checks(all_checks())
 
-    from conformance.reports import make_console, render_console, render_preflight
+    from conformance.reports.terminal import make_console
 
     console = make_console()
-    reports = _report_paths(args)
+    _check_spec_url(args)
     with ExitStack() as stack:
         overrides = {
             "strict": args.strict,
@@ -206,10 +208,12 @@ def _check(args: argparse.Namespace) -> int:
             overrides.update(target=server.url, tokens=list(server.tokens))
         from conformance.cleanup import verify_by_listing
         from conformance.preflight import run_preflight
+        from conformance.reports import render_console, render_preflight
         from conformance.progress import ProgressDisplay
         from conformance.runner import run
 
         config = load(args.config, overrides)
+        reports = _report_paths(args)
         checks = all_checks()
         selected = select(checks, config.select)
         if not selected:
@@ -250,11 +254,11 @@ def _check(args: argparse.Namespace) -> int:
 def _embedded_trace_endpoint(placeholder: Config) -> str | None:
     """Where the embedded reference exports its spans: the run's receiver, started first so that a
     port 0 setting has its real port (a port that cannot be bound is left to preflight to report)."""
+    if placeholder.otlp_receiver is None:
+        return None
     from conformance import otlp
     from conformance.embedded import trace_endpoint
 
-    if placeholder.otlp_receiver is None:
-        return None
     try:
         otlp.start(placeholder)
     except OSError:
@@ -262,11 +266,14 @@ def _embedded_trace_endpoint(placeholder: Config) -> str | None:
     return trace_endpoint(placeholder)
 
 
+def _check_spec_url(args: argparse.Namespace) -> None:
+    if args.spec_url is not None and not args.spec_url.startswith(("http://", "https://", "file://")):
+        raise ConfigError(f"--spec-url {args.spec_url!r} is not an http://, https:// or file:// URL")
+
+
 def _report_paths(args: argparse.Namespace) -> list[tuple[str, str, Callable[..., None]]]:
     from conformance.reports import write_html, write_json, write_junit, write_markdown
 
-    if args.spec_url is not None and not args.spec_url.startswith(("http://", "https://", "file://")):
-        raise ConfigError(f"--spec-url {args.spec_url!r} is not an http://, https:// or file:// URL")
     html = functools.partial(write_html, spec_url=args.spec_url) if args.spec_url else write_html
     wanted = (
         ("JSON report", args.report_json, write_json),

@@ -7,9 +7,6 @@ Target-controlled text is printed as plain `Text`, never as rich markup, so a me
 
 from __future__ import annotations
 
-import sys
-from typing import TextIO
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -19,6 +16,7 @@ from conformance.profiles import describe
 from conformance.reports.markdown import COLUMNS, LABELS, STATUS_WORDS, chapter_counts
 from conformance import matrix
 from conformance.reports import round_trips
+from conformance.reports.terminal import make_console
 from conformance.results import NOT_VERIFIABLE, Outcome, PreflightItem, RunResult, Verdict
 
 STYLES = {
@@ -38,16 +36,6 @@ VERDICT_STYLES = {
 }
 ALWAYS_SHOWN = (Outcome.PASS, Outcome.FAIL, Outcome.ERROR)
 PREFLIGHT_STYLES = {"ok": "green", "failed": "bold red", "skipped": "yellow", "not run": "dim"}
-
-
-def make_console(file: TextIO | None = None) -> Console:
-    """A console on stderr (or `file`): wrapped to the terminal's width on a terminal, never
-    wrapped when piped or redirected (CI logs keep one line per message)."""
-    stream = file or sys.stderr
-    terminal = hasattr(stream, "isatty") and stream.isatty()
-    if terminal:
-        return Console(file=file, stderr=file is None)
-    return Console(file=file, stderr=file is None, soft_wrap=True, width=250)
 
 
 def render_preflight(items: list[PreflightItem], console: Console) -> None:
