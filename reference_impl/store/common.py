@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Table, and_, func, or_, select
+from sqlalchemy import Integer, Table, and_, bindparam, func, or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import BindParameter
 
@@ -97,14 +98,40 @@ def turn_from(row: Any) -> TurnRow:
 def turn_where(turn_key: str) -> Any:
     """The turn with this key: a derived id names its session's token and its index (and its column
     is NULL); any other id is stored. A derived-looking id may be stored too (a client's, whose token
-    is no session's), so both are asked for; no id names two turns (ids.py)."""
-    stored = t.turns.c.turn_id == turn_key
+    is no session's), so both are asked for; no id names two turns (ids.py). `turn_match` gives the
+    same clause with its values apart, for statements built once."""
+    match, values = turn_match(turn_key)
+    return match.params(values)
+
+
+def turn_match(turn_key: str) -> tuple[Any, dict[str, Any]]:
+    """`turn_where(turn_key)` as a clause of one of three shapes, each built once, and the values
+    it binds (`tw_*`): a statement naming a turn by key is then compiled and cache-keyed once per
+    shape, not built anew on every call (that building was about a twentieth of the server's time
+    on the interpreter lock in a conformance run)."""
     found = ids.decoded(turn_key)
     if found is None:
-        return stored
+        return _turn_match_clause(None), {"tw_key": turn_key}
     token, index = found
-    own = select(t.sessions.c.sid).where(t.sessions.c.token == token, in_scope(ids.key_scope(turn_key))).scalar_subquery()
-    return or_(and_(t.turns.c.sid == own, t.turns.c.turn_index == index, t.turns.c.turn_id.is_(None)), stored)
+    scope = ids.key_scope(turn_key)
+    values = {"tw_key": turn_key, "tw_token": token, "tw_index": index, "tw_scope": scope, "tw_scope_len": len(scope)}
+    return _turn_match_clause(bool(scope)), values
+
+
+@lru_cache(maxsize=3)
+def _turn_match_clause(project: bool | None) -> Any:
+    stored = t.turns.c.turn_id == bindparam("tw_key")
+    if project is None:
+        return stored
+    sessions = t.sessions.c
+    scoped = (
+        func.substr(sessions.session_id, 1, bindparam("tw_scope_len", type_=Integer)) == bindparam("tw_scope")
+        if project
+        else ~sessions.session_id.contains(KEY_SEPARATOR, autoescape=True)
+    )
+    own = select(sessions.sid).where(sessions.token == bindparam("tw_token"), scoped).scalar_subquery()
+    derived = and_(t.turns.c.sid == own, t.turns.c.turn_index == bindparam("tw_index", type_=Integer), t.turns.c.turn_id.is_(None))
+    return or_(derived, stored)
 
 
 def in_scope(scope: str) -> Any:

@@ -24,7 +24,7 @@ from reference_impl.store.common import (
     sid_of,
     in_scope,
     turn_from,
-    turn_where,
+    turn_match,
 )
 from reference_impl.store.rows import LeaseRow, SessionRow, TurnRow
 
@@ -88,12 +88,18 @@ def _release_slot_query() -> Any:
     )
 
 
-def _close_turn_query(turn_key: str) -> Any:
+@lru_cache(maxsize=3)
+def _close_turn_query(match: Any) -> Any:
     return (
         update(t.turns)
-        .where(turn_where(turn_key))
+        .where(match)
         .values(status=bindparam("p_status"), finished_at=bindparam("p_finished_at"), end_record_index=bindparam("p_end"))
     )
+
+
+@lru_cache(maxsize=3)
+def _turn_query(match: Any) -> Any:
+    return select(*TURN_SELECT).select_from(TURNS_WITH_SESSION).where(match)
 
 
 @lru_cache(maxsize=1)
@@ -205,8 +211,8 @@ class SessionStatements(Statements):
 
     def turn(self, turn_id: str) -> TurnRow | None:
         """The turn with this key, in any session of the key's project: one statement."""
-        query = select(*TURN_SELECT).select_from(TURNS_WITH_SESSION).where(turn_where(turn_id))
-        for row in self.conn.execute(query).mappings():
+        match, values = turn_match(turn_id)
+        for row in self.conn.execute(_turn_query(match), values).mappings():
             turn = turn_from(row)
             if turn.turn_id == turn_id:  # a derived id names its project too
                 return turn
@@ -261,7 +267,8 @@ class SessionStatements(Statements):
         row = self.conn.execute(_release_slot_query(), {"p_turn_id": turn_id}).first()
         if row is None:
             return None
-        self.conn.execute(_close_turn_query(turn_id), {"p_status": status, "p_finished_at": finished_at, "p_end": row[0]})
+        match, values = turn_match(turn_id)
+        self.conn.execute(_close_turn_query(match), {**values, "p_status": status, "p_finished_at": finished_at, "p_end": row[0]})
         return int(row[0])
 
     def reserve_record_indexes(self, session_id: str, turn_id: str, count: int) -> int | None:
