@@ -97,6 +97,18 @@ def _close_turn_query(match: Any) -> Any:
     )
 
 
+@lru_cache(maxsize=1)
+def _last_finished_turn_query() -> Any:
+    """A session's last finished turn: built once, as a fork at `latest` asks for it every time."""
+    return (
+        select(*TURN_SELECT)
+        .select_from(TURNS_WITH_SESSION)
+        .where(t.sessions.c.session_id == _SESSION_ID, t.turns.c.end_record_index.is_not(None))
+        .order_by(t.turns.c.turn_index.desc())
+        .limit(1)
+    )
+
+
 @lru_cache(maxsize=3)
 def _turn_query(match: Any) -> Any:
     return select(*TURN_SELECT).select_from(TURNS_WITH_SESSION).where(match)
@@ -222,19 +234,13 @@ class SessionStatements(Statements):
         self, session_id: str, turn_ranges: list[tuple[int, int | None]] | None = None
     ) -> TurnRow | None:
         """The session's last finished turn, among the turn index ranges given (segments.py)."""
-        query = (
-            select(*TURN_SELECT)
-            .select_from(TURNS_WITH_SESSION)
-            .where(t.sessions.c.session_id == session_id, t.turns.c.end_record_index.is_not(None))
-            .order_by(t.turns.c.turn_index.desc())
-            .limit(1)
-        )
+        query = _last_finished_turn_query()
         if turn_ranges is not None and turn_ranges != [(0, None)]:
             index = t.turns.c.turn_index
             query = query.where(
                 or_(*[and_(index >= low, index < high) if high is not None else index >= low for low, high in turn_ranges])
             )
-        row = self.conn.execute(query).mappings().first()
+        row = self.conn.execute(query, {"session_id": session_id}).mappings().first()
         return turn_from(row) if row else None
 
     def claim_turn_slot(self, session_id: str, turn_id: str | None) -> Slot | None:
