@@ -43,6 +43,10 @@ class Queue:
         self._items = deque(items)
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
     def front(self) -> Check | None:
         with self._lock:
             return self._items.popleft() if self._items else None
@@ -115,8 +119,9 @@ def start_lanes(
     catalogue: dict[str, dict[str, Any]],
     done: Callable[[Check, CheckResult, Created], None] | None = None,
 ) -> list[Lane]:
-    """`LANES` lanes sharing the run's work: each takes the next check to run apart, then the last
-    check of the rest while the suite takes the first.
+    """Lanes sharing the run's work (`LANES`, or one per check to run apart when there are fewer):
+    each takes the next check to run apart, then the last check of the rest while the suite takes
+    the first.
 
     Two lanes, not one: on 2 cores, three client processes keep the server busier than two. In
     interleaved `check --embedded` runs the report's duration was 34.4 s against 35.4 s with one
@@ -127,7 +132,8 @@ def start_lanes(
     def more() -> Check | None:
         return apart.front() or rest.back(lambda item: shareable(item, config))
 
-    return [Lane(config, capabilities, expected, [], catalogue, done, more) for _ in range(LANES)]
+    count = min(LANES, len(apart))  # each lane starts on a check to run apart: no more lanes than those
+    return [Lane(config, capabilities, expected, [], catalogue, done, more) for _ in range(count)]
 
 
 class Lane:
