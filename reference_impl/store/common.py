@@ -179,6 +179,9 @@ class Statements:
         self.records_apart = records_apart  # records_conn is a records store apart (two stores)
         self._stream_opener = stream_conn
         self._stream_conn: Connection | None = None
+        # The token of each session whose chain this transaction read (`chain`): the ids the server
+        # made for the session derive from it (store/ids.py). A session's token never changes.
+        self.tokens: dict[str, str] = {}
 
     @property
     def stream_conn(self) -> Connection:

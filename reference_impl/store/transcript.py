@@ -46,7 +46,7 @@ SELECT c.hops, c.turn_bound, c.record_bound,
        CASE WHEN c.hops = 0 THEN s.own_segments ELSE c.segs END AS segments,
        s.session_id, s.owner, s.name, s.description, s.created_at, s.depth,
        s.turn_count, s.record_count, s.running_turn_id, s.deleted_at, s.child_count,
-       s.version, s.revision, s.own_segments, s.suspended_turn_id,
+       s.version, s.revision, s.own_segments, s.suspended_turn_id, s.token,
        g.role AS g_role,
        l.parent_session_id AS l_parent_session_id, l.root_session_id AS l_root_session_id,
        l.depth AS l_depth, l.inherited_turn_count AS l_inherited_turn_count,
@@ -65,7 +65,7 @@ ORDER BY c.hops DESC
         column(name)
         for name in (
             "hops turn_bound record_bound segments session_id owner name description created_at depth "
-            "turn_count record_count running_turn_id deleted_at child_count version revision own_segments suspended_turn_id "
+            "turn_count record_count running_turn_id deleted_at child_count version revision own_segments suspended_turn_id token "
             "g_role l_parent_session_id l_root_session_id l_depth l_inherited_turn_count l_cutoff_session_id "
             "l_cutoff_turn_index l_cutoff_record_index l_created_at l_cutoff_segments l_cut_mode l_cut_turn_id"
         ).split()
@@ -140,6 +140,7 @@ class TranscriptStatements(Statements):
         # a chain at depth 16 reads 17 rows of 31 columns for every page and export.
         names = list(result.keys())
         rows = [dict(zip(names, row)) for row in result.all()]
+        self.tokens.update((row["session_id"], row["token"]) for row in rows)
         return [
             ChainLink(
                 session=session_from(row, viewer),

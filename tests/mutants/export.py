@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import column, text
-from sqlalchemy.sql.selectable import TextualSelect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reference_impl import cursors, views
@@ -17,7 +15,6 @@ from reference_impl.principals import public_id
 from reference_impl.services.export import ExportDocument, ExportService, TurnPositionService, record_segments_of, spans_of
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
-from reference_impl.store import export as store_export
 from reference_impl.store.export import Documents, Whole
 from reference_impl.store.rows import RecordRow, Segment
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app
@@ -134,24 +131,12 @@ class OneTokenInDocuments(Transaction):
     record: inherited records then get ids they never had (a way to be wrong that only derived ids
     have, reference_impl/store/ids.py)."""
 
-    def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
-        conn = self.records_conn
-        query = store_export._record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
-        sql = str(query)
-        for n in range(len(segments)):
-            sql = sql.replace(f"(SELECT token FROM {self.record_keys.name} WHERE session_id = :s{n})",
-                              f"(SELECT token FROM {self.record_keys.name} WHERE session_id = :s{len(segments) - 1})")
-        params = self.segment_params(segments)
-        result = conn.execute(text(sql).columns(*store_export.DOCUMENT_COLUMNS), params)
-        return Documents(result, batch or 10**9)
-
-    def whole_query(self, part: str, spans: int, segments: int) -> TextualSelect:
-        query = super().whole_query(part, spans, segments)
-        sql, keys = str(query), self.record_keys.name
-        for n in range(segments):
-            sql = sql.replace(f"(SELECT token FROM {keys} WHERE session_id = :rs{n})",
-                              f"(SELECT token FROM {keys} WHERE session_id = :rs{segments - 1})")
-        return text(sql).columns(*(column(c.name) for c in query.selected_columns))
+    def segment_params(self, segments: Sequence[Segment], prefix: str = "") -> dict[str, Any]:
+        params = super().segment_params(segments, prefix)
+        if segments:
+            last = self.document_token(segments[-1].session_id)
+            params.update({f"{prefix}t{n}": last for n in range(len(segments))})
+        return params
 
 
 @mutant("EXPORT-READ-001", select=("export.whole_transcript",),
