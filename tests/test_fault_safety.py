@@ -238,3 +238,35 @@ def test_connection_dropped_mid_fork_answers_503_and_recovers(postgres_url: str,
         faulty.process.terminate()
         faulty.process.wait(timeout=10)
         assert stderr_of(faulty).count(f"failpoint {DROP_CONNECTION} reached") == 1
+
+
+def test_connections_the_database_dropped_while_idle_answer_503_once_then_serve(postgres_url: str) -> None:
+    """The reference checks no connection before use (no ping: a round trip on every request). A
+    connection the database ended while it sat in the pool (a restart, a failover) fails its next
+    statement: that request answers a retryable 503 problem, the pool drops every connection as old
+    as that one, and the next request is served."""
+    from conformance.embedded import serve_app
+    from reference_impl.http import create_app
+    from reference_impl.settings import Settings
+
+    app = create_app(Settings(database_url=postgres_url))
+    with serve_app(app) as server, httpx.Client(base_url=server.url, headers=ALICE, timeout=30) as client:
+        session_id = client.post("/sessions", json={"name": "idle"}).json()["session_id"]
+        with ThreadPoolExecutor(4) as pool:  # several pooled connections, all idle afterwards
+            assert {r.status_code for r in pool.map(lambda _: client.get(f"/sessions/{session_id}"), range(8))} == {200}
+        admin = create_engine(make_url(postgres_url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+        try:
+            with admin.connect() as conn:
+                ended = conn.execute(text(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )).scalar_one()
+        finally:
+            admin.dispose()
+        assert ended >= 1
+        failed = client.get(f"/sessions/{session_id}")
+        assert failed.status_code == 503, failed.text
+        assert failed.headers["content-type"].split(";")[0].strip() == "application/problem+json"
+        assert failed.json()["type"] == UNAVAILABLE
+        assert failed.headers["Retry-After"]
+        assert [client.get(f"/sessions/{session_id}").status_code for _ in range(8)] == [200] * 8

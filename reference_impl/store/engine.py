@@ -76,7 +76,9 @@ def make_engine(database_url: str) -> Engine:
     elif url.get_backend_name() == "postgresql":
         if url.drivername == "postgresql":
             url = url.set(drivername="postgresql+psycopg")  # psycopg 3, not the psycopg2 default
-        engine = create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        # No pre-ping: it is a round trip on every checkout. A connection the database dropped
+        # while idle fails its next statement (a 503), and the pool then replaces its contemporaries.
+        engine = create_engine(url, pool_size=10, max_overflow=20)
     else:
         raise ValueError(f"unsupported database {url.get_backend_name()!r}: use sqlite or postgresql")
     diagnostics.instrument(engine)
