@@ -94,3 +94,17 @@ def test_concurrent_writers_all_commit(tmp_path) -> None:
     with store.read() as tx:
         count = tx.conn.exec_driver_sql("SELECT count(*) FROM t").scalar()
     assert errors == [] and count == writers * 20
+
+
+def test_a_read_whose_begin_fails_raises_the_storage_error(tmp_path) -> None:
+    """A read's BEGIN goes straight to the DB-API connection (store/engine.py); a driver error there
+    is still SQLAlchemy's storage error, which the HTTP layer answers with a 503, never a 500."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'begin.db'}")
+    with engine.connect() as conn:
+        conn.connection.driver_connection.execute("BEGIN")  # a transaction already open: the next BEGIN fails
+        try:
+            conn.begin()
+        except StorageError as exc:
+            assert "within a transaction" in str(exc.orig)
+        else:
+            raise AssertionError("BEGIN inside a transaction did not fail")

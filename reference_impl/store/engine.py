@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import weakref
 from contextlib import AbstractContextManager, nullcontext
@@ -12,6 +13,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import DBAPIError
 
 from reference_impl import diagnostics
 
@@ -97,10 +99,18 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        write = conn.get_execution_options().get("write", False)
-        # Straight to the DB-API connection: transaction control is no counted statement
-        # (diagnostics.py), and SQLAlchemy's statement path cost about 12 us of every transaction.
-        conn.connection.driver_connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        if conn.get_execution_options().get("write", False):
+            # Through SQLAlchemy: a writer that meets the lock past the busy timeout fails with its
+            # storage error (a 503), never a bare driver error.
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        # A read's deferred BEGIN takes no lock. It goes straight to the DB-API connection:
+        # transaction control is no counted statement (diagnostics.py), and SQLAlchemy's statement
+        # path cost about 12 us of every read. A driver error is still raised as SQLAlchemy's.
+        try:
+            conn.connection.driver_connection.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance("BEGIN", None, exc, sqlite3.Error, dialect=conn.dialect) from exc
 
 
 def migrate(engine: Engine, records_only: bool = False) -> None:
