@@ -131,8 +131,13 @@ def serve(args: argparse.Namespace) -> int:
     if args.workers > 1:
         if args.exit_on_stdin_eof:
             _stop_when_stdin_closes(lambda: os.kill(os.getpid(), signal.SIGTERM))  # the supervisor stops its workers
+        from reference_impl.http.app import start_deployment
         from reference_impl.http.factory import settings_to_environment
 
+        try:
+            start_deployment(settings)  # once, before any worker: a late worker interrupts nothing
+        except Exception as exc:
+            raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
         settings_to_environment(settings)
         config = uvicorn.Config(
             "reference_impl.http.factory:app_from_environment",

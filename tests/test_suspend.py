@@ -19,7 +19,8 @@ from conformance.config import load
 from conformance.embedded import serve_app
 from conformance.results import Outcome
 from conformance.runner import run
-from reference_impl.http.app import build_app, create_app
+from reference_impl.http.app import build_app, create_app, start_deployment
+from reference_impl.http.factory import ENV, app_from_environment, settings_to_environment
 from reference_impl.services import build_services
 from reference_impl.settings import Settings
 from reference_impl.store import Store, Transaction
@@ -36,6 +37,25 @@ def running(http: httpx.Client, records: int = 1) -> tuple[str, str]:
     if records:
         http.post(f"/sessions/{sid}/turns/{tid}/records", json={"records": [{"type": "m", "content": {"n": n}} for n in range(records)]})
     return sid, tid
+
+
+def test_a_worker_starting_late_interrupts_no_turn_another_worker_runs(tmp_path, monkeypatch) -> None:
+    """`serve --workers N`: the supervisor reports the turns left running interrupted once, before
+    any worker starts (`start_deployment`). A worker that starts after another already serves, or
+    that the supervisor restarts, leaves the running turns alone; before, each worker's start
+    interrupted them, and a suite run against two workers met its own turn interrupted."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'workers.db'}", tokens=TOKENS, projects=PROJECTS)
+    monkeypatch.setenv(ENV, "")  # restored after the test; settings_to_environment sets it as serve does
+    settings_to_environment(settings)
+    start_deployment(settings)
+    with serve_app(app_from_environment()) as server, httpx.Client(base_url=server.url, headers=AUTH) as http:
+        sid, tid = running(http, 1)
+        app_from_environment()  # a second worker starts on the same database
+        assert http.get(f"/sessions/{sid}/turns/{tid}").json()["status"] == "running"
+        more = http.post(f"/sessions/{sid}/turns/{tid}/records", json={"records": [{"type": "m", "content": {}}]})
+        assert more.status_code == 201, more.text
+        start_deployment(settings)  # the whole server restarts: now the turn was left running
+        assert http.get(f"/sessions/{sid}/turns/{tid}").json()["status"] == "interrupted"
 
 
 @pytest.mark.parametrize("engine", ["sqlite", "postgres"])

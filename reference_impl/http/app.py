@@ -165,12 +165,30 @@ def open_store(settings: Settings, transaction_class: type[Transaction] = Transa
     return Store(engine, records_engine, transaction_class)
 
 
-def create_app(settings: Settings) -> Starlette:
+def start_deployment(settings: Settings) -> None:
+    """What a server's start does once for all its processes: migrate the databases, and report
+    the turns left running interrupted (SUSPEND-INTERRUPTED-001). `serve --workers N` calls it in
+    the supervisor, before any worker starts: a worker that starts after another already serves,
+    or that the supervisor restarts, must not interrupt the turns the other workers are running."""
+    store = open_store(settings)
+    try:
+        services = build_services(store, settings)
+        if services.suspend is not None:
+            services.suspend.interrupt_running_turns()
+    finally:
+        for engine in (store.engine, store.records_engine):
+            if engine is not None:
+                engine.dispose()
+
+
+def create_app(settings: Settings, started: bool = False) -> Starlette:
     """Open (and migrate) the database named by the settings, then build the application; traced
-    when the settings name an OTLP endpoint (its flush-and-stop call in `app.state.stop_tracing`)."""
+    when the settings name an OTLP endpoint (its flush-and-stop call in `app.state.stop_tracing`).
+    Unless `started` (a worker of a deployment whose start `start_deployment` did), the turns left
+    running are reported interrupted first (SUSPEND-INTERRUPTED-001)."""
     store = open_store(settings)
     services = build_services(store, settings)
-    if services.suspend is not None:
+    if services.suspend is not None and not started:
         services.suspend.interrupt_running_turns()  # SUSPEND-INTERRUPTED-001: turns left running
     app = build_app(services, settings)
     app.state.stop_tracing = lambda: None

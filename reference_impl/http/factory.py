@@ -32,6 +32,7 @@ def settings_to_environment(settings: Settings) -> None:
 
 
 def app_from_environment() -> Starlette:
+    """A worker's app. The supervisor started the deployment (`start_deployment`) before any worker."""
     data = json.loads(os.environ[ENV])
     limits = Limits(**data.pop("limits"))
-    return create_app(Settings(limits=limits, **data))
+    return create_app(Settings(limits=limits, **data), started=True)
