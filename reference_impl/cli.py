@@ -79,6 +79,12 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         return EXIT_USAGE
 
 
+def _cannot_start(database_url: str, exc: Exception) -> ConfigError:
+    """A database URL the server cannot open: one line, not a traceback."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return ConfigError(f"cannot start on --database-url {database_url!r}: {exc.__class__.__name__}: {first}")
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
     import yaml
@@ -137,7 +143,7 @@ def serve(args: argparse.Namespace) -> int:
         try:
             start_deployment(settings)  # once, before any worker: a late worker interrupts nothing
         except Exception as exc:
-            raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+            raise _cannot_start(args.database_url, exc) from None
         settings_to_environment(settings)
         config = uvicorn.Config(
             "reference_impl.http.factory:app_from_environment",
@@ -155,7 +161,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         app = create_app(settings)
     except Exception as exc:  # a database URL the server cannot open: one line, not a traceback
-        raise ConfigError(f"cannot start on --database-url {args.database_url!r}: {exc.__class__.__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise _cannot_start(args.database_url, exc) from None
     server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level))
     if args.exit_on_stdin_eof:
         _stop_when_stdin_closes(lambda: setattr(server, "should_exit", True))

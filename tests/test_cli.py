@@ -249,6 +249,15 @@ def test_serve_is_the_reference_servers_own_command_line(tmp_path, capsys) -> No
     assert capsys.readouterr().err.startswith(f"session-lineage: configuration error: {tokens}: ")
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_serve_on_a_database_it_cannot_open_is_one_line(tmp_path, capsys, workers: str) -> None:
+    """With `--workers 2` the supervisor opens the database first (it reports the turns left
+    running interrupted before any worker starts), so a URL it cannot open is the same one line."""
+    url = f"sqlite:///{tmp_path / 'missing' / 'x.db'}"
+    assert main(["serve", "--database-url", url, "--workers", workers, "--port", "1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"session-lineage: configuration error: cannot start on --database-url {url!r}: ")
+
+
 def test_serve_on_an_inherited_socket_refuses_a_descriptor_that_is_not_one(tmp_path, capsys) -> None:
     """`--fd N` serves on a socket the parent bound (conformance/embedded.py hands its child one, so
     no other process can take the port in between); a descriptor that is not an open socket is a
