@@ -248,15 +248,16 @@ def test_connections_the_database_dropped_while_idle_answer_503_once_then_serve(
     from conformance.embedded import serve_app
     from reference_impl.http import create_app
     from reference_impl.settings import Settings
+    from reference_impl.store.engine import make_engine
 
     app = create_app(Settings(database_url=postgres_url))
     with serve_app(app) as server, httpx.Client(base_url=server.url, headers=ALICE, timeout=30) as client:
         session_id = client.post("/sessions", json={"name": "idle"}).json()["session_id"]
         with ThreadPoolExecutor(4) as pool:  # several pooled connections, all idle afterwards
             assert {r.status_code for r in pool.map(lambda _: client.get(f"/sessions/{session_id}"), range(8))} == {200}
-        admin = create_engine(make_url(postgres_url).set(drivername="postgresql+psycopg"), isolation_level="AUTOCOMMIT")
+        admin = make_engine(postgres_url)  # the reference's own engine: psycopg 3 for a postgresql:// URL
         try:
-            with admin.connect() as conn:
+            with admin.begin() as conn:
                 ended = conn.execute(text(
                     "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
