@@ -11,6 +11,7 @@ from pathlib import Path
 from benchmarks.backend import Backend
 from benchmarks.chart import write_chart
 from benchmarks.config import FULL, QUICK
+from benchmarks.cpus import one_cpu
 from benchmarks.report import render, write
 from benchmarks.runner import run_all
 
@@ -29,7 +30,16 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--repeats", type=int, help="timed runs per operation (median reported)")
     parser.add_argument("--output-dir", type=Path, default=RESULTS, help="where latest.md/json go")
+    parser.add_argument(
+        "--all-cpus",
+        action="store_true",
+        help="time on every CPU the system offers, instead of on one (benchmarks/cpus.py says why one)",
+    )
     return parser.parse_args(argv)
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,7 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("--database-url must be a postgresql:// URL; SQLite always runs", file=sys.stderr)
             return 2
         backends.append(Backend("postgresql", args.database_url))
-    results = run_all(config, backends, progress=lambda message: print(message, file=sys.stderr))
+    if args.all_cpus:
+        results = run_all(config, backends, progress=_progress)
+        results["machine"]["timed_on_cpu"] = None
+    else:
+        with one_cpu() as cpu:
+            results = run_all(config, backends, progress=_progress)
+        results["machine"]["timed_on_cpu"] = cpu
     results["command"] = " ".join(
         ["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])]
     )

@@ -78,6 +78,14 @@ def render(results: dict[str, Any]) -> str:
     ]
     if machine.get("load_average_at_start"):
         lines += ["", f"Load average (1, 5, 15 min) at the start: {', '.join(map(str, machine['load_average_at_start']))} on {machine['cpu_count']} CPUs."]
+    if "timed_on_cpu" in machine:  # since the results of 2026-12-05; earlier runs used every CPU
+        cpu = machine["timed_on_cpu"]
+        lines += ["", (
+            f"Timed on one CPU (CPU {cpu}): this process and its threads, the reference's HTTP server "
+            "included; database servers run where the system puts them (benchmarks/cpus.py says why)."
+            if cpu is not None else
+            "Timed on every CPU the system offers (`--all-cpus`, or a system that cannot pin a process)."
+        )]
     if machine.get("note"):
         lines += ["", str(machine["note"])]
     for kind, data in results["backends"].items():

@@ -6,12 +6,15 @@ these tests pin down.
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from benchmarks import TINY, run_all
+from benchmarks import __main__ as benchmarks_main
 from benchmarks.__main__ import main
 from benchmarks.layouts import LAYOUTS, REFERENCE
 from benchmarks.report import _storage_evidence, render
@@ -172,11 +175,35 @@ def test_report_and_json_carry_every_section(results: dict[str, Any]) -> None:
 def test_quick_command_writes_the_report_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["--quick", "--repeats", "1", "--output-dir", str(tmp_path)]) == 0
+    # --all-cpus: a run on one CPU would leave the threads it starts (the served reference's) on it
+    assert main(["--quick", "--repeats", "1", "--output-dir", str(tmp_path), "--all-cpus"]) == 0
     assert (tmp_path / "latest.md").read_text().startswith("# Session lineage benchmarks")
     data = json.loads((tmp_path / "latest.json").read_text())
     assert data["config"]["name"] == "quick"
+    assert data["machine"]["timed_on_cpu"] is None
+    assert "Timed on every CPU" in (tmp_path / "latest.md").read_text()
     assert "peer / reference" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="this system cannot pin a process to a CPU")
+def test_a_run_is_timed_on_one_cpu_and_says_which(
+    tmp_path: Path, results: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default every comparison runs on one CPU (benchmarks/cpus.py), and the process may use
+    every CPU again afterwards; the report names the CPU."""
+    allowed = os.sched_getaffinity(0)
+    seen: list[set[int]] = []
+
+    def run_all(*_args: Any, **_kwargs: Any) -> dict[str, Any]:
+        seen.append(os.sched_getaffinity(0))
+        return copy.deepcopy(results)
+
+    monkeypatch.setattr(benchmarks_main, "run_all", run_all)
+    assert main(["--quick", "--output-dir", str(tmp_path)]) == 0
+    assert seen == [{min(allowed)}]
+    assert os.sched_getaffinity(0) == allowed
+    assert json.loads((tmp_path / "latest.json").read_text())["machine"]["timed_on_cpu"] == min(allowed)
+    assert f"Timed on one CPU (CPU {min(allowed)})" in (tmp_path / "latest.md").read_text()
 
 
 def test_storage_reason_names_the_probed_layouts_that_meet_the_target() -> None:
