@@ -25,7 +25,7 @@ from reference_impl.services import build_services
 from reference_impl.settings import Limits, Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
-from reference_impl.store.export import Documents, Whole
+from reference_impl.store.export import Documents, Guess, Whole
 from reference_impl.store.rows import RecordRow, Segment
 
 TOKENS = {"exp-alice": "alice", "exp-bob": "bob"}
@@ -82,8 +82,8 @@ def measure(database_url: str) -> dict[str, dict[int, tuple[int, int]]]:
 
 
 def expected() -> dict[str, dict[int, tuple[int, int]]]:
-    def export(depth: int) -> tuple[int, int]:  # the chain, then the turns and records in one statement
-        return 2, PER_TURN * (depth + 1) + (PER_TURN if depth < max(DEPTHS) else 0)
+    def export(depth: int) -> tuple[int, int]:  # the chain with the turns and records: one statement
+        return 1, PER_TURN * (depth + 1) + (PER_TURN if depth < max(DEPTHS) else 0)
 
     return {
         "page": {depth: (2, 4) for depth in DEPTHS},  # limit 3: the page and one more
@@ -102,6 +102,39 @@ def test_costs_at_depths_0_1_5_and_max_on_postgres(postgres_url: str) -> None:
     assert measure(postgres_url) == expected()
 
 
+# ---------------------------------------------------------------- documents read with the chain
+def test_an_export_after_a_revert_reads_its_documents_apart(tmp_path) -> None:
+    """Nothing reverted, an export is the one statement that reads the chain with the documents;
+    once the session or an ancestor was reverted, the documents are read in a second statement,
+    and the export still holds exactly the paged transcript."""
+    with serve_app(create_app(Settings(database_url=f"sqlite:///{tmp_path / 'rev.db'}", tokens=TOKENS))) as server, \
+            httpx.Client(base_url=server.url, headers=AUTH) as http:
+        sid = http.post("/sessions", json={}).json()["session_id"]
+        turns = [run_turn(http, sid, PER_TURN) for _ in range(3)]
+        assert cost(http.get(f"/sessions/{sid}/export")) == (1, 3 * PER_TURN)
+        tag = http.get(f"/sessions/{sid}").headers["ETag"]
+        assert http.post(f"/sessions/{sid}/revert", json={"turn_id": turns[1]}, headers={"If-Match": tag}).status_code == 200
+        child = http.post(f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}).json()["session"]["session_id"]
+        for session in (sid, child):
+            exported = http.get(f"/sessions/{session}/export")
+            assert cost(exported) == (2, PER_TURN)
+            paged = http.get(f"/sessions/{session}/transcript", params={"limit": 100}).json()["records"]
+            assert exported.json()["records"] == paged and [t["turn_id"] for t in exported.json()["turns"]] == turns[:1]
+
+
+def test_documents_read_with_the_chain_serve_only_the_ranges_they_were_read_for() -> None:
+    """The documents read with the chain are a guess at the ranges for a chain nothing in was
+    reverted: used when the service's own spans and segments are those ranges, with every row."""
+    guess = Guess([("a", 1, 3, 2, "t0,t1", 4, "r0,r1,r2,r3"), ("b", -1, -1, 0, None, 0, None)])
+    spans, segments = [("a", 0, 1)], [Segment("a", -1, 3)]
+    assert guess.whole(spans, segments) == Whole(2, "t0,t1", 4, "r0,r1,r2,r3")
+    assert guess.whole([("a", 1, 1)], segments) is None  # another span (a revert took turn 0 out)
+    assert guess.whole(spans, [Segment("a", 0, 3)]) is None  # another segment
+    assert guess.whole([*spans, ("b", 0, 0)], segments) is None  # a span the guess did not read
+    assert Guess([("a", 1, 3, 1, "t0", 4, "r0,r1,r2,r3")]).whole(spans, segments) is None  # a row missing
+    assert Guess([("a", 1, 3, None, None, None, None)]).whole(spans, segments) is None  # not built
+
+
 # ---------------------------------------------------------------- the service methods
 def test_service_methods_the_benchmarks_call(tmp_path) -> None:
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'svc.db'}", tokens=TOKENS)
@@ -113,7 +146,7 @@ def test_service_methods_the_benchmarks_call(tmp_path) -> None:
     assert services.export is not None and services.turn_positions is not None
     counter = diagnostics.start_counting()
     whole = services.export.export("alice", ids[5])
-    assert (counter.statements, counter.records_examined) == (2, whole["record_count"])  # chain, documents
+    assert (counter.statements, counter.records_examined) == (1, whole["record_count"])  # the chain with the documents
     counter = diagnostics.start_counting()
     turn = services.turn_positions.turn_at("alice", ids[5], 6)
     assert turn["turn"]["session_id"] == ids[5] and turn["turn"]["index"] == 0
@@ -181,7 +214,7 @@ def test_export_refused_beyond_the_limit_reads_no_record(tmp_path) -> None:
         for _ in range(10):
             http.post(f"/sessions/{sid}/turns/{turn_id}/records", json={"records": [{"type": "m", "content": {}}] * 100})
         http.post(f"/sessions/{sid}/turns/{turn_id}/finish", json={"status": "completed"})
-        assert cost(http.get(f"/sessions/{sid}/export")) == (2, 1000)  # read whole: chain, documents
+        assert cost(http.get(f"/sessions/{sid}/export")) == (1, 1000)  # read whole: the chain with the documents
         child = http.post(f"/sessions/{sid}/fork", json={"cut": {"mode": "latest"}}).json()["session"]["session_id"]
         run_turn(http, child, 1)
         refused = http.get(f"/sessions/{child}/export")
@@ -331,6 +364,10 @@ class RecordsWithAGap(Transaction):
 
     def whole_documents(self, spans: Any, segments: Any) -> Whole:
         return whole_from_rows(self, spans, segments)
+
+    def chain_with_documents(self, *args: Any) -> Any:
+        """The documents are read by the faulty statements above, not with the chain."""
+        return super().chain_with_documents(*args)[0], None
 
 
 @pytest.mark.parametrize("fault", ["gap", "extra"])

@@ -55,13 +55,19 @@ class Access:
     def visible_chain(self, tx: Transaction, principal: str, session_id: str) -> list[ChainLink]:
         """The chain root first, for a read through the lineage: 404 unless the caller may read the
         session, 403 `ancestor-not-readable` unless it may read every ancestor (deleted or not)."""
-        chain = self.chain_of(tx, principal, session_id)
-        self.require_ancestors(principal, chain)
-        return chain
+        return self.visible(principal, session_id, tx.chain(session_id, max_hops=self.limits.max_lineage_depth, viewer=principal))
 
     def chain_of(self, tx: Transaction, principal: str, session_id: str) -> list[ChainLink]:
         """The chain, root first; 404 unless the caller may read the session itself."""
-        chain = tx.chain(session_id, max_hops=self.limits.max_lineage_depth, viewer=principal)
+        return self.readable(principal, session_id, tx.chain(session_id, max_hops=self.limits.max_lineage_depth, viewer=principal))
+
+    def visible(self, principal: str, session_id: str, chain: list[ChainLink]) -> list[ChainLink]:
+        """`visible_chain` of a chain in hand (the export reads it with its documents)."""
+        self.require_ancestors(principal, self.readable(principal, session_id, chain))
+        return chain
+
+    def readable(self, principal: str, session_id: str, chain: list[ChainLink]) -> list[ChainLink]:
+        """The chain; 404 unless the caller may read the session itself."""
         session = chain[-1].session if chain else None
         if session is None or not self.can_read(principal, session) or session.deleted_at is not None:
             raise self.not_found(session_id)

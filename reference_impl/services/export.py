@@ -35,6 +35,7 @@ from reference_impl.services.common import ChapterService
 from reference_impl.segments import turn_ranges
 from reference_impl.services.transcript import TranscriptService, effective_segments
 from reference_impl.store import Transaction
+from reference_impl.store.export import Guess
 from reference_impl.store.rows import ChainLink, Segment
 
 
@@ -150,7 +151,13 @@ class ExportService(ChapterService):
         stack = ExitStack()
         try:
             tx = stack.enter_context(self.store.read())
-            chain = self.access.visible_chain(tx, principal, session_id)
+            guess = None
+            if self.store.split:  # the records are in a second store: no statement reads them with the chain
+                chain = self.access.visible_chain(tx, principal, session_id)
+            else:  # the chain and, unless something in it was reverted, the documents: one statement
+                most = small if stream else 2 * limit
+                found, guess = tx.chain_with_documents(session_id, self.limits.max_lineage_depth, principal, most, limit)
+                chain = self.access.visible(principal, session_id, found)
             spans = spans_of(chain)
             segments = record_segments_of(chain)
             turn_total = sum(span.turns for span in spans)
@@ -167,7 +174,7 @@ class ExportService(ChapterService):
             ranges = [(span.session_id, span.first, span.last) for span in spans]
             if not (stream and turn_total + record_total > small):
                 with stack:  # read whole: the transaction ends here
-                    return self._whole(tx, session_id, head, ranges, segments, turn_total, record_total)
+                    return self._whole(tx, session_id, head, ranges, segments, turn_total, record_total, guess)
             turns = tx.turn_documents(ranges, self.stream_batch) if spans else None
             records = tx.record_documents(segments, self.stream_batch) if record_total else None
         except BaseException:
@@ -206,12 +213,14 @@ class ExportService(ChapterService):
     @staticmethod
     def _whole(
         tx: Transaction, session_id: str, head: bytes, ranges: list[tuple[str, int, int]], segments: list[Segment],
-        turn_total: int, record_total: int,
+        turn_total: int, record_total: int, guess: Guess | None = None,
     ) -> ExportDocument:
-        """An export read whole: the documents joined by the database (one statement with one
-        store), checked by their counts. The rows come from ranges of unique keys within the
-        transcript's bounds, so a count equal to the chain's means exactly the expected ones."""
-        whole = tx.whole_documents(ranges, segments)
+        """An export read whole: the documents joined by the database, checked by their counts. The
+        rows come from ranges of unique keys within the transcript's bounds, so a count equal to the
+        chain's means exactly the expected ones. The documents read with the chain serve when they
+        are of exactly these ranges (`Guess.whole`); else one statement reads them (two with two
+        stores)."""
+        whole = (guess.whole(ranges, segments) if guess is not None else None) or tx.whole_documents(ranges, segments)
         if whole.turn_count != turn_total:  # the chain counted them in the same snapshot: only a purge race
             raise RecordsUnavailable(f"session {session_id} lost effective turns while it was read")
         if whole.record_count != record_total:

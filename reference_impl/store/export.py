@@ -1,29 +1,20 @@
 """Statements of the export chapter: the effective turns of a chain in one statement, and one turn
-by its index; the export's turns and records as JSON documents built by the database.
+by its index; the export's turns and records as JSON documents built by the database
+(store/documents.py writes their SQL).
 
-An export's data statements write each turn and each record as the JSON object the response
-holds, by concatenating the stored columns (the record's `content` is stored as compact JSON and
-goes in as it is): the server joins the documents and never parses or re-serialises a record.
-Strings a client chose (turn ids, record types) are quoted by the database (`json_quote` on SQLite,
-`to_json` on PostgreSQL); strings the server wrote (record ids, timestamps, statuses, roles) need no
-escaping; the public session id of each span is quoted once, in Python, and passed as a parameter.
-
-A streamed export fetches the documents row by row (`turn_documents`, `record_documents`). An
-export read whole lets the database join them too (`whole_documents`): one statement returns, for
-each span of turns and each segment of records, its documents as one text with their count, so no
-row reaches Python. On 400 records, SQLite built and joined them in about a third less time than it
-took to return them as rows.
+A streamed export fetches the documents row by row (`turn_documents`, `record_documents`); one read
+whole gets them joined (`whole_documents`), or with the chain in the same statement
+(`chain_with_documents`) when nothing in the chain was reverted.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any, NamedTuple
 
 import orjson
-from sqlalchemy import column, select, text
+from sqlalchemy import select, text
 from sqlalchemy.engine import Connection, Result
 from sqlalchemy.sql.elements import TextClause
 from sqlalchemy.sql.selectable import TextualSelect
@@ -32,7 +23,9 @@ from reference_impl import diagnostics
 from reference_impl.principals import public_id
 from reference_impl.store import tables as t
 from reference_impl.store.common import TURN_SELECT, TURNS_WITH_SESSION, Statements, sid_sql, turn_from
-from reference_impl.store.rows import Segment, TurnRow
+from reference_impl.store.documents import chain_documents_sql, record_documents_sql, turn_documents_sql, whole_sql
+from reference_impl.store.rows import ChainLink, Segment, TurnRow
+from reference_impl.store.transcript import CHAIN_NAMES, chain_links
 
 TURN_COLUMNS = "turn_id, turn_index, role, status, first_record_index, end_record_index, created_at, finished_at"
 
@@ -48,152 +41,39 @@ def _turns_sql(spans: int) -> TextClause:
     return text(f"SELECT * FROM ({branches}) AS spans ORDER BY span_ordinal, turn_index")
 
 
-def _quote(dialect: str, expression: str) -> str:
-    """SQL for `expression`, a string a client chose, as a JSON string (JSON null when NULL)."""
-    if dialect == "postgresql":
-        return f"COALESCE(CAST(to_json(CAST({expression} AS TEXT)) AS TEXT), 'null')"
-    return f"json_quote({expression})"
-
-
-def _plain(expression: str) -> str:
-    """SQL for `expression`, a string the server wrote that needs no escaping (a UUID, a
-    timestamp, a status or role name), as a JSON string; it must not be NULL."""
-    return f"""'"' || {expression} || '"'"""
-
-
 def _token(n: int, keys: str) -> str:
     """SQL for the token of span or segment n's session (a subquery the database runs once)."""
     return f"(SELECT token FROM {keys} WHERE session_id = :s{n})"
 
 
-def _turn_id_json(dialect: str, n: int) -> str:
-    """SQL for a turn id as a JSON string: the stored one (a client's, quoted) or, when the column is
-    NULL, the one derived from the session's token (`:t<n>`) and the turn index (store/ids.py)."""
-    stored = f"substr(turn_id, CAST(:k{n} AS INTEGER))"
-    quoted = f"json_quote({stored})" if dialect == "sqlite" else _quote(dialect, stored)
-    return f"""CASE WHEN turn_id IS NULL THEN '"' || :t{n} || 't' || CAST(turn_index AS TEXT) || '"' ELSE {quoted} END"""
+class Guess(NamedTuple):
+    """The documents `chain_documents_sql` built with the chain: for each row, root first, the
+    session and the bounds it used, and the counts and joined documents (None when not built)."""
 
+    rows: list[tuple[str, int, int, int | None, str | None, int | None, str | None]]
 
-def _record_id(n: int) -> str:
-    """SQL for a record id: the stored one, or the one derived from the token (`:t<n>`) and the index."""
-    return f"COALESCE(record_id, :t{n} || 'r' || CAST(record_index AS TEXT))"
-
-
-# The columns of a documents statement, declared so SQLAlchemy builds its result metadata once.
-DOCUMENT_COLUMNS = (column("o"), column("i"), column("doc"))
-
-
-def _turn_selects(dialect: str, spans: int) -> list[str]:
-    """One SELECT per (session, first, last) span of turns as (o, i, doc)."""
-    if dialect == "sqlite":  # one printf call per row: a third faster than a chain of `||`
-        # A derived turn id (the column NULL) is written by the format itself, without building it
-        # first: that is most turns, and about a seventh of the time.
-        doc = lambda n: (  # noqa: E731
-            "CASE WHEN turn_id IS NULL THEN "
-            """printf('{"turn_id":"%st%d","session_id":%s,"role":"%s","index":%d,"status":"%s","""
-            """"created_at":"%s","finished_at":%s}', """
-            f":t{n}, turn_index, :p{n}, role, turn_index, status, created_at, "
-            f"""COALESCE('"' || finished_at || '"', 'null')) ELSE """
-            """printf('{"turn_id":%s,"session_id":%s,"role":"%s","index":%d,"status":"%s","""
-            """"created_at":"%s","finished_at":%s}', """
-            f"{_turn_id_json(dialect, n)}, :p{n}, role, turn_index, status, created_at, "
-            f"""COALESCE('"' || finished_at || '"', 'null')) END"""
+    def whole(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole | None:
+        """The export's documents, if the guess read exactly these spans and segments (and found
+        every row in them); None when it did not, and the documents must be read. Asked once the
+        caller may read the chain: the records the guess read count as examined from then on (an
+        unreadable session's answer must not tell them)."""
+        if any(row[3] is None for row in self.rows):
+            return None
+        diagnostics.count_records_examined(sum(row[5] or 0 for row in self.rows))
+        guessed_spans = [(session_id, 0, tb) for session_id, tb, *_ in self.rows if tb >= 0]
+        guessed_segments = [(session_id, -1, rb) for session_id, _, rb, *_ in self.rows if rb >= 0]
+        if guessed_spans != list(spans) or guessed_segments != [(s.session_id, s.after, s.upto) for s in segments]:
+            return None
+        turn_count = sum(row[3] or 0 for row in self.rows)
+        record_count = sum(row[5] or 0 for row in self.rows)
+        if turn_count != sum(last - first + 1 for _, first, last in spans):
+            return None
+        if record_count != sum((s.upto or 0) - s.after for s in segments):
+            return None
+        return Whole(
+            turn_count, ",".join(row[4] for row in self.rows if row[4]),
+            record_count, ",".join(row[6] for row in self.rows if row[6]),
         )
-    else:
-        doc = lambda n: (  # noqa: E731
-            f"""'{{"turn_id":' || {_turn_id_json(dialect, n)} || ',"session_id":' || :p{n} || """
-            f"""',"role":' || {_plain("role")} || ',"index":' || CAST(turn_index AS TEXT) || """
-            f"""',"status":' || {_plain("status")} || ',"created_at":' || {_plain("created_at")} || """
-            f"""',"finished_at":' || COALESCE({_plain("finished_at")}, 'null') || '}}'"""
-        )
-    return [
-        f"SELECT {n} AS o, turn_index AS i, {doc(n)} AS doc FROM turns "
-        f"WHERE sid = {sid_sql(f's{n}')} AND turn_index >= :f{n} AND turn_index <= :u{n}"
-        for n in range(spans)
-    ]
-
-
-def _turn_branches(dialect: str, spans: int) -> str:
-    """The spans' SELECTs (`_turn_selects`) joined by UNION ALL."""
-    return " UNION ALL ".join(_turn_selects(dialect, spans))
-
-
-@lru_cache(maxsize=64)
-def _turn_documents_sql(dialect: str, spans: int) -> TextualSelect:
-    """The turns of `spans` (session, first, last) ranges as JSON documents (views.turn), in order."""
-    return text(f"SELECT o, i, doc FROM ({_turn_branches(dialect, spans)}) AS spans ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
-
-
-def _record_selects(dialect: str, segments: int, keys: str = "sessions", prefix: str = "") -> list[str]:
-    """One SELECT per bounded segment of records as (o, i, doc); `prefix` renames the parameters
-    (:s0 becomes :rs0) so the text can share a statement with the turns'."""
-    if dialect == "sqlite":  # one printf call per row, with derived ids written by the format, as for the turns
-        doc = lambda n: (  # noqa: E731
-            "CASE WHEN record_id IS NULL AND turn_id IS NULL THEN "
-            """printf('{"record_id":"%sr%d","session_id":%s,"turn_id":"%st%d","index":%d,"type":%s,"content":%s,"""
-            """"created_at":"%s"}', """
-            f":t{n}, record_index, :p{n}, :t{n}, turn_index, record_index, json_quote(record_type), content, created_at) ELSE "
-            """printf('{"record_id":"%s","session_id":%s,"turn_id":%s,"index":%d,"type":%s,"content":%s,"""
-            """"created_at":"%s"}', """
-            f"{_record_id(n)}, :p{n}, {_turn_id_json(dialect, n)}, record_index, "
-            "json_quote(record_type), content, created_at) END"
-        )
-    else:
-        q = lambda expression: _quote(dialect, expression)  # noqa: E731
-        doc = lambda n: (  # noqa: E731
-            f"""'{{"record_id":' || {_plain(_record_id(n))} || ',"session_id":' || :p{n} || """
-            f"""',"turn_id":' || {_turn_id_json(dialect, n)} || ',"index":' || CAST(record_index AS TEXT) || """
-            f"""',"type":' || {q("record_type")} || ',"content":' || content || """
-            f"""',"created_at":' || {_plain("created_at")} || '}}'"""
-        )
-    selects = [
-        f"SELECT {n} AS o, record_index AS i, {doc(n)} AS doc FROM records "
-        f"WHERE sid = {sid_sql(f's{n}', keys)} AND record_index > :a{n} AND record_index <= :u{n}"
-        for n in range(segments)
-    ]
-    if prefix == "":
-        return selects
-    return [re.sub(r"(?<![\w:]):([spuakt])(\d+)\b", rf":{prefix}\1\2", select) for select in selects]
-
-
-def _record_branches(dialect: str, segments: int, keys: str = "sessions") -> str:
-    """The segments' SELECTs (`_record_selects`) joined by UNION ALL."""
-    return " UNION ALL ".join(_record_selects(dialect, segments, keys))
-
-
-@lru_cache(maxsize=128)
-def _record_documents_sql(dialect: str, segments: int, keys: str = "sessions") -> TextualSelect:
-    """The records of `segments` bounded ranges as JSON documents (views.record), in order."""
-    branches = _record_branches(dialect, segments, keys)
-    return text(f"SELECT o, i, doc FROM ({branches}) AS segments ORDER BY o, i").columns(*DOCUMENT_COLUMNS)
-
-
-def _aggregate(dialect: str, select: str) -> str:
-    """A one-row SELECT of (n, d) over one branch (`_turn_selects`, `_record_selects`): how many
-    documents it produces and the documents joined by commas in index order (d is NULL when there
-    are none). PostgreSQL orders the aggregate's input by ORDER BY. SQLite before 3.44 has no such
-    clause; its aggregate takes the rows in the order of a subquery with ORDER BY (such a subquery
-    is never flattened into an aggregate query), which the export's order tests hold. A branch is
-    one index range scan, so its ORDER BY costs no sort (a sort of the whole union did: a quarter
-    of the statement's time on 153 documents)."""
-    if dialect == "postgresql":
-        return f"SELECT count(*) AS n, string_agg(doc, ',' ORDER BY i) AS d FROM ({select}) AS b"
-    return f"SELECT count(*) AS n, group_concat(doc, ',') AS d FROM ({select} ORDER BY i)"
-
-
-def _aggregates(dialect: str, selects: list[str]) -> TextualSelect:
-    """One row of every branch's (n, d) in branch order: n0, d0, n1, d1, ..."""
-    names = [name for b in range(len(selects)) for name in (f"n{b}", f"d{b}")]
-    tables = ", ".join(f"({_aggregate(dialect, select)}) AS b{b}" for b, select in enumerate(selects))
-    listed = ", ".join(f"b{b}.n AS n{b}, b{b}.d AS d{b}" for b in range(len(selects)))
-    return text(f"SELECT {listed} FROM {tables}").columns(*(column(name) for name in names))
-
-
-@lru_cache(maxsize=128)
-def _whole_sql(dialect: str, spans: int, segments: int, keys: str = "sessions") -> TextualSelect:
-    """Every turn and every record of an export in one statement: a row of each span's and then
-    each segment's (count, documents joined) (either part may be empty: spans or segments 0)."""
-    return _aggregates(dialect, [*_turn_selects(dialect, spans), *_record_selects(dialect, segments, keys, "r")])
 
 
 def _joined_parts(row: Sequence[Any]) -> tuple[int, str]:
@@ -255,6 +135,29 @@ class ExportStatements(Statements):
         public = public_id(session_id)
         return orjson.dumps(public).decode(), len(session_id) - len(public) + 1
 
+    def chain_with_documents(
+        self, session_id: str, max_hops: int, viewer: str, most: int, limit: int
+    ) -> tuple[list[ChainLink], Guess | None]:
+        """The chain (as `chain`), and with it the export's documents guessed for a chain nothing
+        in was reverted, of up to `limit` turns and `limit` records and `most` of both
+        (`chain_documents_sql`): one statement.
+        No guess (None) when a session of the chain is named in another project than the one read:
+        the statement names them all as that one's."""
+        _, start = self.document_naming(session_id)
+        params = {"session_id": session_id, "max_hops": max_hops, "viewer": viewer, "k": start, "most": most, "limit": limit}
+        result = self.conn.execute(self.chain_documents_query(), params)
+        width = len(CHAIN_NAMES)
+        rows = result.all()
+        links = chain_links([dict(zip(CHAIN_NAMES, row[:width])) for row in rows], viewer, self.tokens)
+        guess = Guess([(row[4], *row[width:]) for row in rows])
+        if any(self.document_naming(link.session.session_id)[1] != start for link in links):
+            return links, None
+        return links, guess
+
+    def chain_documents_query(self) -> TextualSelect:
+        """The statement of `chain_with_documents`."""
+        return chain_documents_sql(self.conn.dialect.name)
+
     def effective_turns(self, spans: Sequence[tuple[str, int, int]]) -> list[TurnRow]:
         """The turns of each (session, first, last turn index) span, in span then index order: one statement."""
         if not spans:
@@ -310,7 +213,7 @@ class ExportStatements(Statements):
         all of them now)."""
         params = self.span_params(spans)
         conn = self.stream_conn if batch else self.conn
-        query = _turn_documents_sql(conn.dialect.name, len(spans))
+        query = turn_documents_sql(conn.dialect.name, len(spans))
         return Documents(_execute(conn, query, params, batch), batch or 10**9)
 
     def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
@@ -336,10 +239,10 @@ class ExportStatements(Statements):
         """The statement of `whole_documents` for `spans` turn ranges and `segments` record ranges:
         `both` in one statement, or the `turns` or the `records` alone (records kept apart)."""
         if part == "turns":
-            return _whole_sql(self.conn.dialect.name, spans, 0)
+            return whole_sql(self.conn.dialect.name, spans, 0)
         if part == "records":
-            return _whole_sql(self.records_conn.dialect.name, 0, segments, self.record_keys.name)
-        return _whole_sql(self.conn.dialect.name, spans, segments)
+            return whole_sql(self.records_conn.dialect.name, 0, segments, self.record_keys.name)
+        return whole_sql(self.conn.dialect.name, spans, segments)
 
     def record_documents(self, segments: Sequence[Segment], batch: int = 0) -> Documents:
         """Every record of the bounded segments as a JSON document, in segment then index order:
@@ -347,7 +250,7 @@ class ExportStatements(Statements):
         statement is sent (the rows it will produce: indexes are dense within a session)."""
         params = self.segment_params(segments)
         conn = self.stream_conn if batch and not self.records_apart else self.records_conn
-        query = _record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
+        query = record_documents_sql(conn.dialect.name, len(segments), self.record_keys.name)
         documents = Documents(_execute(conn, query, params, batch), batch or 10**9)
         diagnostics.count_records_examined(sum(max(segment.upto - segment.after, 0) for segment in segments if segment.upto is not None))
         return documents

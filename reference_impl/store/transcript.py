@@ -20,8 +20,7 @@ from reference_impl.store.rows import ChainLink, RecordRow, Segment
 # lineage edge carries a pending cutoff (session, turn index, record index): ancestors below the
 # cutoff session inherit nothing (-1), the cutoff session is bounded by it, and from there on the
 # cutoff session's own edge applies.
-CHAIN_SQL = text(
-    """
+CHAIN_CTE = """
 WITH RECURSIVE chain(session_id, hops, turn_bound, record_bound, segs,
                      pend_session, pend_turn, pend_record, pend_segs, parent_id) AS (
     SELECT s.session_id, 0, CAST(NULL AS INTEGER), CAST(NULL AS INTEGER), CAST(NULL AS TEXT),
@@ -41,8 +40,10 @@ WITH RECURSIVE chain(session_id, hops, turn_bound, record_bound, segs,
            l.parent_session_id
     FROM chain c LEFT JOIN session_lineage l ON l.session_id = c.parent_id
     WHERE c.parent_id IS NOT NULL AND c.hops < :max_hops
-)
-SELECT c.hops, c.turn_bound, c.record_bound,
+)"""
+# The chain's columns, and the rows they come from: `CHAIN_SQL`, and the export's statement that
+# also builds the documents (store/export.py), select them.
+CHAIN_COLUMNS_SQL = """c.hops, c.turn_bound, c.record_bound,
        CASE WHEN c.hops = 0 THEN s.own_segments ELSE c.segs END AS segments,
        s.session_id, s.owner, s.name, s.description, s.created_at, s.depth,
        s.turn_count, s.record_count, s.running_turn_id, s.deleted_at, s.child_count,
@@ -53,23 +54,20 @@ SELECT c.hops, c.turn_bound, c.record_bound,
        l.cutoff_session_id AS l_cutoff_session_id, l.cutoff_turn_index AS l_cutoff_turn_index,
        l.cutoff_record_index AS l_cutoff_record_index, l.created_at AS l_created_at,
        l.cutoff_segments AS l_cutoff_segments,
-       l.cut_mode AS l_cut_mode, l.cut_turn_id AS l_cut_turn_id
-FROM chain c
+       l.cut_mode AS l_cut_mode, l.cut_turn_id AS l_cut_turn_id"""
+CHAIN_FROM = """FROM chain c
 JOIN sessions s ON s.session_id = c.session_id
 LEFT JOIN session_lineage l ON l.session_id = c.session_id
-LEFT JOIN session_grants g ON g.session_id = c.session_id AND g.principal = :viewer
-ORDER BY c.hops DESC
-"""
-).columns(  # its columns in order: SQLAlchemy builds the result's metadata once, not per execution
-    *(
-        column(name)
-        for name in (
-            "hops turn_bound record_bound segments session_id owner name description created_at depth "
-            "turn_count record_count running_turn_id deleted_at child_count version revision own_segments suspended_turn_id token "
-            "g_role l_parent_session_id l_root_session_id l_depth l_inherited_turn_count l_cutoff_session_id "
-            "l_cutoff_turn_index l_cutoff_record_index l_created_at l_cutoff_segments l_cut_mode l_cut_turn_id"
-        ).split()
-    )
+LEFT JOIN session_grants g ON g.session_id = c.session_id AND g.principal = :viewer"""
+CHAIN_NAMES = (
+    "hops turn_bound record_bound segments session_id owner name description created_at depth "
+    "turn_count record_count running_turn_id deleted_at child_count version revision own_segments suspended_turn_id token "
+    "g_role l_parent_session_id l_root_session_id l_depth l_inherited_turn_count l_cutoff_session_id "
+    "l_cutoff_turn_index l_cutoff_record_index l_created_at l_cutoff_segments l_cut_mode l_cut_turn_id"
+).split()
+# Its columns declared in order: SQLAlchemy builds the result's metadata once, not per execution.
+CHAIN_SQL = text(f"{CHAIN_CTE}\nSELECT {CHAIN_COLUMNS_SQL}\n{CHAIN_FROM}\nORDER BY c.hops DESC\n").columns(
+    *(column(name) for name in CHAIN_NAMES)
 )
 
 # A record's session id is its segment's (`:s<n>`), filled in by `read_records`: records hold the
@@ -131,6 +129,22 @@ def _record_from(row: RowMapping, session_id: str) -> RecordRow:
 
 
 
+def chain_links(rows: list[dict[str, Any]], viewer: str | None, tokens: dict[str, str]) -> list[ChainLink]:
+    """The chain of rows holding the chain's columns (`CHAIN_NAMES`), root first; each session's
+    token kept in `tokens` (`Statements.tokens`)."""
+    tokens.update((row["session_id"], row["token"]) for row in rows)
+    return [
+        ChainLink(
+            session=session_from(row, viewer),
+            hops=row["hops"],
+            turn_bound=row["turn_bound"],
+            record_bound=row["record_bound"],
+            segments=row["segments"],
+        )
+        for row in rows
+    ]
+
+
 class TranscriptStatements(Statements):
     def chain(self, session_id: str, max_hops: int, viewer: str | None = None) -> list[ChainLink]:
         """The session and its ancestors, root first, with inherited bounds and the grant the
@@ -139,18 +153,7 @@ class TranscriptStatements(Statements):
         # Each row as a dict, fetched at once: a dict's lookups cost a fraction of a RowMapping's, and
         # a chain at depth 16 reads 17 rows of 31 columns for every page and export.
         names = list(result.keys())
-        rows = [dict(zip(names, row)) for row in result.all()]
-        self.tokens.update((row["session_id"], row["token"]) for row in rows)
-        return [
-            ChainLink(
-                session=session_from(row, viewer),
-                hops=row["hops"],
-                turn_bound=row["turn_bound"],
-                record_bound=row["record_bound"],
-                segments=row["segments"],
-            )
-            for row in rows
-        ]
+        return chain_links([dict(zip(names, row)) for row in result.all()], viewer, self.tokens)
 
     def records(self, segments: Sequence[Segment], limit: int) -> list[RecordRow]:
         """Up to `limit` records of the segments, in segment order: one statement.

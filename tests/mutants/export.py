@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from sqlalchemy import text
+from sqlalchemy.sql.selectable import TextualSelect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from reference_impl import cursors, views
@@ -15,8 +17,9 @@ from reference_impl.principals import public_id
 from reference_impl.services.export import ExportDocument, ExportService, TurnPositionService, record_segments_of, spans_of
 from reference_impl.settings import Settings
 from reference_impl.store import Transaction
-from reference_impl.store.export import Documents, Whole
-from reference_impl.store.rows import RecordRow, Segment
+from reference_impl.store.documents import CHAIN_NAMING, chain_documents_sql
+from reference_impl.store.export import Documents, Guess, Whole
+from reference_impl.store.rows import ChainLink, RecordRow, Segment
 from tests.mutants import app_with_service, app_with_transaction, mutant, reference_app
 
 
@@ -118,6 +121,11 @@ class OneNameInDocuments(Transaction):
             self.document_naming = lambda _session_id: Transaction.document_naming(named)  # type: ignore[method-assign]
         return super().whole_documents(spans, segments)
 
+    def chain_documents_query(self) -> TextualSelect:
+        """Read with the chain, every document is named by the session read (the chain's row at hop 0)."""
+        naming = CHAIN_NAMING._replace(public="(SELECT public_json FROM links WHERE hops = 0)")
+        return chain_documents_sql(self.conn.dialect.name, naming)
+
 
 @mutant("EXPORT-READ-001", select=("export.whole_transcript",),
         description="the export's database-built record documents name every record by the session read")
@@ -137,6 +145,48 @@ class OneTokenInDocuments(Transaction):
             last = self.document_token(segments[-1].session_id)
             params.update({f"{prefix}t{n}": last for n in range(len(segments))})
         return params
+
+    def chain_documents_query(self) -> TextualSelect:
+        """Read with the chain, every derived id comes from the token of the session read."""
+        naming = CHAIN_NAMING._replace(token="(SELECT token FROM links WHERE hops = 0)")
+        return chain_documents_sql(self.conn.dialect.name, naming)
+
+
+class BlindGuess(Guess):
+    """Documents read with the chain, used whatever spans the chain gives."""
+
+    def whole(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole | None:
+        turns = [row for row in self.rows if row[3] is not None]
+        if len(turns) != len(self.rows):
+            return None
+        return Whole(
+            sum(row[3] or 0 for row in turns), ",".join(row[4] for row in turns if row[4]),
+            sum(row[5] or 0 for row in turns), ",".join(row[6] for row in turns if row[6]),
+        )
+
+
+class StaleAfterRevert(Transaction):
+    """The export's documents are read with the chain as if nothing in it had been reverted, and
+    served as they are: the records a revert took out come back (a way to be wrong that only the
+    documents read with the chain have)."""
+
+    def chain_documents_query(self) -> TextualSelect:
+        query = super().chain_documents_query()
+        unguarded = str(query.element).replace("count(segments) = 0", "1 = 1")
+        assert unguarded != str(query.element), "the statement's revert guard moved: update this mutant"
+        return text(unguarded).columns(*query.column_args)
+
+    def chain_with_documents(
+        self, session_id: str, max_hops: int, viewer: str, most: int, limit: int
+    ) -> tuple[list[ChainLink], Guess | None]:
+        links, guess = super().chain_with_documents(session_id, max_hops, viewer, most, limit)
+        return links, None if guess is None else BlindGuess(guess.rows)
+
+
+@mutant("EXPORT-READ-001", select=("export.export_after_revert",),
+        description="the export serves the documents read with the chain as if nothing had been reverted")
+def export_documents_stale_after_revert(settings: Settings) -> ASGIApp:
+    return app_with_transaction(settings, StaleAfterRevert)
 
 
 @mutant("EXPORT-READ-001", select=("export.whole_transcript",),
@@ -197,6 +247,12 @@ class RecordsPerAncestor(Transaction):
             for part in super().record_documents([segment]).batches():
                 rows.extend((ordinal, index, doc) for _, index, doc in part)
         return Documents.of(rows)
+
+    def chain_with_documents(
+        self, session_id: str, max_hops: int, viewer: str, most: int, limit: int
+    ) -> tuple[list[ChainLink], Guess | None]:
+        """No documents with the chain: this reader reads them ancestor by ancestor."""
+        return super().chain_with_documents(session_id, max_hops, viewer, 0, 0)[0], None
 
     def whole_documents(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole:
         whole = super().whole_documents(spans, segments[:1])
