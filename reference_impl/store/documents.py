@@ -198,12 +198,28 @@ def whole_sql(dialect: str, spans: int, segments: int, keys: str = "sessions") -
 GUESS_NAMES = ("tb", "rb", "tn", "td", "rn", "rd")
 
 
-def _joined(dialect: str, select: str) -> str:
-    """SQL for the documents of `select` (rows of (i, doc)) joined by commas in index order, as
-    `_aggregate` joins them (NULL when there are none)."""
+def _documents_columns(dialect: str, turns: str, records: str) -> tuple[str, str]:
+    """The (tn, td, rn, rd) columns of `chain_documents_sql` (each row's turns and records: how
+    many, and their documents joined by commas in index order, as `_aggregate` joins them; NULL
+    unless `plan.whole`), and what joins them to each row of `links`. `turns` and `records` select
+    (i, doc) rows of the row's session. On PostgreSQL a LATERAL subquery counts and joins in one
+    pass; on SQLite, which has none, a scalar subquery counts and another joins."""
     if dialect == "postgresql":
-        return f"(SELECT string_agg(doc, ',' ORDER BY i) FROM ({select}) AS b)"
-    return f"(SELECT group_concat(doc, ',') FROM ({select} ORDER BY i))"
+        lateral = " ".join(
+            f"LEFT JOIN LATERAL (SELECT count(*) AS n, string_agg(doc, ',' ORDER BY i) AS d FROM ({select} AND plan.whole) AS b) "
+            f"AS {name} ON true"
+            for name, select in (("tdoc", turns), ("rdoc", records))
+        )
+        return (
+            "CASE WHEN plan.whole THEN tdoc.n END AS tn, tdoc.d AS td, CASE WHEN plan.whole THEN rdoc.n END AS rn, rdoc.d AS rd",
+            lateral,
+        )
+    counted = []
+    for name, select in (("t", turns), ("r", records)):
+        rows = select.partition(" FROM ")[2]
+        counted.append(f"CASE WHEN plan.whole THEN (SELECT count(*) FROM {rows}) END AS {name}n")
+        counted.append(f"CASE WHEN plan.whole THEN (SELECT group_concat(doc, ',') FROM ({select} ORDER BY i)) END AS {name}d")
+    return ", ".join(counted), ""
 
 
 # How the documents `chain_documents_sql` builds are named: by each row's session.
@@ -213,7 +229,9 @@ CHAIN_NAMING = Naming("links.token", "links.public_json", ":k")
 @lru_cache(maxsize=8)
 def chain_documents_sql(dialect: str, naming: Naming = CHAIN_NAMING) -> TextualSelect:
     """The chain (`CHAIN_SQL`'s rows, root first), each row with its session's turns and records as
-    joined documents with their counts, as the effective transcript holds them when no session of
+    joined documents with their counts (`_documents_columns`), in no order (the service orders them
+    by `hops`: an ORDER BY copied the documents once more, a seventh of the statement on
+    PostgreSQL at 1,000 turns), as the effective transcript holds them when no session of
     the chain was reverted: turn indexes 0 to `tb` and record indexes 0 to `rb`, the bounds its
     descendant inherits, or the session's own counts for the session read. One statement in place
     of the chain and the documents.
@@ -228,10 +246,15 @@ def chain_documents_sql(dialect: str, naming: Naming = CHAIN_NAMING) -> TextualS
     public = _quote(dialect, "substr(s.session_id, CAST(:k AS INTEGER))") if dialect == "postgresql" else (
         "json_quote(substr(s.session_id, CAST(:k AS INTEGER)))"
     )
-    turns = "FROM turns WHERE turns.sid = links.sid AND turns.turn_index <= links.tb"
-    records = "FROM records WHERE records.sid = links.sid AND records.record_index <= links.rb"
-    turn_docs = _joined(dialect, f"SELECT turn_index AS i, {_turn_doc(dialect, naming)} AS doc {turns}")
-    record_docs = _joined(dialect, f"SELECT record_index AS i, {_record_doc(dialect, naming)} AS doc {records}")
+    turns = (
+        f"SELECT turn_index AS i, {_turn_doc(dialect, naming)} AS doc "
+        "FROM turns WHERE turns.sid = links.sid AND turns.turn_index <= links.tb"
+    )
+    records = (
+        f"SELECT record_index AS i, {_record_doc(dialect, naming)} AS doc "
+        "FROM records WHERE records.sid = links.sid AND records.record_index <= links.rb"
+    )
+    documents, joins = _documents_columns(dialect, turns, records)
     return text(
         f"""{CHAIN_CTE},
 links AS (
@@ -248,12 +271,7 @@ sizes AS (
 plan AS (
     SELECT reverted = 0 AND turns <= :limit AND records <= :limit AND turns + records <= :most AS whole FROM sizes
 )
-SELECT {", ".join(f"links.{name}" for name in CHAIN_NAMES)}, links.tb, links.rb,
-       CASE WHEN plan.whole THEN (SELECT count(*) {turns}) END AS tn,
-       CASE WHEN plan.whole THEN {turn_docs} END AS td,
-       CASE WHEN plan.whole THEN (SELECT count(*) {records}) END AS rn,
-       CASE WHEN plan.whole THEN {record_docs} END AS rd
-FROM links, plan
-ORDER BY links.hops DESC
+SELECT {", ".join(f"links.{name}" for name in CHAIN_NAMES)}, links.tb, links.rb, {documents}
+FROM links CROSS JOIN plan {joins}
 """
     ).columns(*(column(name) for name in (*CHAIN_NAMES, *GUESS_NAMES)))

@@ -147,7 +147,7 @@ class ExportStatements(Statements):
         params = {"session_id": session_id, "max_hops": max_hops, "viewer": viewer, "k": start, "most": most, "limit": limit}
         result = self.conn.execute(self.chain_documents_query(), params)
         width = len(CHAIN_NAMES)
-        rows = result.all()
+        rows = sorted(result.all(), key=lambda row: -row[0])  # root first: by hops, the first column
         links = chain_links([dict(zip(CHAIN_NAMES, row[:width])) for row in rows], viewer, self.tokens)
         guess = Guess([(row[4], *row[width:]) for row in rows])
         if any(self.document_naming(link.session.session_id)[1] != start for link in links):
