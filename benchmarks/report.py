@@ -367,20 +367,26 @@ def _read_floors(read: dict[str, Any]) -> str:
     sql, http = floors.get("sql_seconds"), floors.get("http_seconds")
     parts = [f"LangGraph's whole read {seconds(peer)}"]
     if sql is not None:
-        parts.append(f"the export's {read['reference']['statements']} statements alone, straight through the DB-API, "
+        count = read["reference"]["statements"]
+        parts.append(f"the export's {count} statement{'' if count == 1 else 's'} alone, straight through the DB-API, "
                      f"{seconds(sql)} ({sql / peer:.0%} of it)")
     if http is not None:
         parts.append(f"the cheapest request over this HTTP stack (the capability document, no database read) {seconds(http)} "
                      f"({http / peer:.0%} of it)")
     empty, empty_http = floors.get("empty_export_seconds"), floors.get("empty_export_http_seconds")
     if empty is not None and empty_http is not None:
-        parts.append(f"the export of a session with no turns (the read transaction and the chain) {seconds(empty)} in-process "
+        parts.append(f"the export of a session with no turns (the read transaction and the chain statement) {seconds(empty)} in-process "
                      f"({empty / peer:.0%} of it), {seconds(empty_http)} over HTTP ({empty_http / peer:.0%} of it)")
     documents, parse = floors.get("documents_sql_seconds"), floors.get("parse_seconds")
     if documents is not None and empty is not None and empty_http is not None:
         # Reports before the parse was measured (stop 27) bound the read without it.
-        local, remote = empty + documents + (parse or 0.0), empty_http + documents + (parse or 0.0)
+        shared = floors.get("documents_shared_sql_seconds")
         work = f"the documents statement alone ({seconds(documents)})"
+        if shared is not None:  # the statement reads the chain too: the no-turn export holds that part
+            work = (f"what building the documents adds to the statement ({seconds(max(documents - shared, 0.0))}: "
+                    f"{seconds(documents)} here, {seconds(shared)} for the session with no turns)")
+            documents = max(documents - shared, 0.0)
+        local, remote = empty + documents + (parse or 0.0), empty_http + documents + (parse or 0.0)
         if parse is not None:
             work += f" and parsing the document with orjson ({seconds(parse)}; the in-process export returns it parsed, the HTTP reader parses the body)"
         bound = (f"so, with {work}, this export costs at least about {seconds(local)} "

@@ -256,7 +256,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
             rounds, WARMUP,
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
-        floors = _floors(reference, child, read_cost, floor_seconds, rounds, len(texts))
+        floors = _floors(reference, child, read_cost, floor_seconds, rounds, len(texts), empty=empty)
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(child) == messages,
@@ -299,7 +299,7 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
             repeats, warmup,
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
-        floors = _floors(reference, session_id, read_cost, floor_seconds, repeats, len(texts), warmup)
+        floors = _floors(reference, session_id, read_cost, floor_seconds, repeats, len(texts), warmup, empty)
         return {
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
@@ -342,28 +342,38 @@ def _peer(db: Database, folder: Path) -> Iterator[langgraph_peer.LangGraphThread
 
 def _floors(
     reference: Reference, session_id: str, read_cost: Any, floor_seconds: list[float], repeats: int, records: int,
-    warmup: int = WARMUP,
+    warmup: int = WARMUP, empty: str | None = None,
 ) -> dict[str, Any]:
     """What bounds a full read from below, measured in the same run: the export's own statements
     sent straight through the DB-API (the database's share, no SQLAlchemy or Python rows); the
     cheapest request over the same HTTP stack (the capability document); the export of a session
     with no turns, in-process and over HTTP (what every export pays before it reads a turn: the read
     transaction and the chain, and over HTTP the hop to the thread the database work runs on); the
-    statements that build the documents alone (what reading the turns adds at the least); and
-    parsing the document with orjson (what the in-process export does to return it, and what the
-    HTTP reader does with the body: LangGraph's read returns parsed objects too)."""
-    capabilities, empty, empty_http = floor_seconds
+    statements that build the documents alone (what reading the turns adds at the least: when the
+    statement also reads the chain, less the same statement's time for the session with no turns,
+    which the no-turn export already holds); and parsing the document with orjson (what the
+    in-process export does to return it, and what the HTTP reader does with the body: LangGraph's
+    read returns parsed objects too)."""
+    capabilities, empty_seconds, empty_http = floor_seconds
     documents = [(sql, parameters) for sql, parameters in zip(read_cost.sql, read_cost.parameters) if " AS doc" in sql]
     documents_cost = Cost(sql=[sql for sql, _ in documents], parameters=[parameters for _, parameters in documents])
+    shared = None
+    if empty is not None:
+        _, empty_cost = measure(lambda: reference.read_all(empty))
+        if empty_cost.sql and all(sql in documents_cost.sql for sql in empty_cost.sql):  # the documents come with the chain
+            shared = replay_seconds(reference.db.engine, empty_cost, repeats, warmup)
     body = reference.services.export.document(PRINCIPAL, session_id).read()
     for _ in range(warmup):
         orjson.loads(body)
     return {
         "sql_seconds": replay_seconds(reference.db.engine, read_cost, repeats, warmup),
         "documents_sql_seconds": replay_seconds(reference.db.engine, documents_cost, repeats, warmup),
+        # The same statement for the session with no turns, when the documents are read with the
+        # chain: its part of documents_sql_seconds is already in the no-turn export (absent before 2026-12-05).
+        "documents_shared_sql_seconds": shared,
         "parse_seconds": median_seconds(lambda: orjson.loads(body), repeats),
         "http_seconds": capabilities,
-        "empty_export_seconds": empty,
+        "empty_export_seconds": empty_seconds,
         "empty_export_http_seconds": empty_http,
         # Over HTTP this export is read whole, by the same statements as in-process (else it streams,
         # by others): a message pair per turn, so half as many turns as records.

@@ -6,9 +6,11 @@ ancestor, the last turn and record the session inherits from it, and the session
 the effective turn and record counts are known before anything else is read.
 
 - An export then reads every effective turn and every record. The database writes each turn and
-  record as its JSON document (store/export.py). An export of up to `stream_above` turns and
+  record as its JSON document (store/documents.py). An export of up to `stream_above` turns and
   records is read whole: the database also joins the documents, and one statement brings the
-  turns and the records (two round trips in all; three with records in a second store). A longer
+  turns and the records (two round trips in all; three with records in a second store). With one
+  store the chain statement also builds the documents of an unreverted chain (`Guess`), and they
+  serve when they are of exactly the spans and segments the chain gives: one round trip. A longer
   one reads the turns in one statement and the records in one more (three round trips), and over
   HTTP streams them as they are fetched, so its memory does not grow with the transcript. Either
   way the cost does not grow with depth or length. A transcript over `max_export_records` records
