@@ -122,6 +122,29 @@ def test_an_export_after_a_revert_reads_its_documents_apart(tmp_path) -> None:
             assert exported.json()["records"] == paged and [t["turn_id"] for t in exported.json()["turns"]] == turns[:1]
 
 
+def test_no_documents_are_read_with_the_chain_of_a_session_the_caller_may_not_read(tmp_path) -> None:
+    """A stranger's export, or one of a deleted session, is refused after the chain: its statement
+    builds no document (the service refuses it either way; this keeps the refusal as cheap as the
+    chain read, whatever the transcript's length)."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'hid.db'}", tokens=TOKENS)
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    store = Store(engine)
+    with serve_app(build_app(build_services(store, settings), settings)) as server, \
+            httpx.Client(base_url=server.url, headers=AUTH) as http:
+        ids = chain(http, 1)
+        deleted = http.post("/sessions", json={}).json()["session_id"]
+        run_turn(http, deleted, PER_TURN)
+        assert http.delete(f"/sessions/{deleted}").status_code in (200, 204)
+    with store.read() as tx:
+        built = lambda session_id, viewer: [  # noqa: E731
+            row[3] is not None for row in tx.chain_with_documents(session_id, 16, viewer, 10**6, 10**6)[1].rows
+        ]
+        assert built(ids[1], "alice") == [True, True]
+        assert built(ids[1], "bob") == [False, False]
+        assert built(deleted, "alice") == [False]
+
+
 def test_documents_read_with_the_chain_serve_only_the_ranges_they_were_read_for() -> None:
     """The documents read with the chain are a guess at the ranges for a chain nothing in was
     reverted: used when the service's own spans and segments are those ranges, with every row."""

@@ -237,7 +237,9 @@ def chain_documents_sql(dialect: str, naming: Naming = CHAIN_NAMING) -> TextualS
     of the chain and the documents.
 
     It is a guess: the documents are built only when no row of the chain has segments (nothing
-    reverted) and the chain holds at most `:limit` turns, at most `:limit` records, and at most `:most`
+    reverted), the viewer owns or holds a grant on every session of the chain and the session read
+    is not deleted (the access rules of services/access.py, so that a read the service refuses
+    does no more work than the chain: they decide nothing here), and the chain holds at most `:limit` turns, at most `:limit` records, and at most `:most`
     of both (NULL otherwise: an export refused as too large reads no record), and the
     service uses them only where the bounds equal the spans it derives from the chain
     (services/export.py), else it reads the documents as usual. `:k` is where the public id starts
@@ -259,17 +261,20 @@ def chain_documents_sql(dialect: str, naming: Naming = CHAIN_NAMING) -> TextualS
         f"""{CHAIN_CTE},
 links AS (
     SELECT {CHAIN_COLUMNS_SQL}, s.sid AS sid, {public} AS public_json,
-           COALESCE(c.turn_bound, s.turn_count - 1) AS tb, COALESCE(c.record_bound, s.record_count - 1) AS rb
+           COALESCE(c.turn_bound, s.turn_count - 1) AS tb, COALESCE(c.record_bound, s.record_count - 1) AS rb,
+           CASE WHEN s.owner = :viewer OR g.role IS NOT NULL THEN 0 ELSE 1 END AS hidden,
+           CASE WHEN c.hops = 0 AND s.deleted_at IS NOT NULL THEN 1 ELSE 0 END AS gone
     {CHAIN_FROM}
 ),
 sizes AS (
-    SELECT count(segments) AS reverted,
+    SELECT count(segments) AS reverted, sum(hidden) + sum(gone) AS refused,
            COALESCE(sum(CASE WHEN tb >= 0 THEN tb + 1 ELSE 0 END), 0) AS turns,
            COALESCE(sum(CASE WHEN rb >= 0 THEN rb + 1 ELSE 0 END), 0) AS records
     FROM links
 ),
 plan AS (
-    SELECT reverted = 0 AND turns <= :limit AND records <= :limit AND turns + records <= :most AS whole FROM sizes
+    SELECT reverted = 0 AND refused = 0 AND turns <= :limit AND records <= :limit AND turns + records <= :most AS whole
+    FROM sizes
 )
 SELECT {", ".join(f"links.{name}" for name in CHAIN_NAMES)}, links.tb, links.rb, {documents}
 FROM links CROSS JOIN plan {joins}
