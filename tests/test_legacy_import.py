@@ -12,6 +12,7 @@ import json
 import threading
 import tracemalloc
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +166,35 @@ def test_import_chapter_passes_with_records_in_a_second_store(tmp_path) -> None:
         config = load(overrides={"target": server.url, "tokens": list(TOKENS), "select": ["legacy_import"], "seed": 8}, environ={})
         result = run(config)
     assert all(c.outcome is Outcome.PASS for c in result.checks), [(c.name, c.message) for c in result.checks if c.outcome is not Outcome.PASS]
+
+
+class ReadBeforeTheOtherFinished(Transaction):
+    """The read before a claim returns the row as it was before another upload finished the import
+    and let go of it: what PostgreSQL's READ COMMITTED gives when that upload commits between the
+    read and the claim (a seeded run against two replicas met it once)."""
+
+    def legacy_import(self, principal: str, legacy_id: str) -> Any:
+        row = super().legacy_import(principal, legacy_id)
+        if row is None or row.status != "complete":
+            return row
+        return replace(row, status="partial", fingerprint=None)
+
+
+def test_an_upload_that_claims_a_history_just_finished_replays_it(tmp_path) -> None:
+    """IMPORT-CONCURRENT-001: the row the claim took decides, not the one read before it; else the
+    late upload found nothing left to import and answered 200 without `replayed`."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'late.db'}", tokens=TOKENS, projects=PROJECTS)
+    engine = make_engine(settings.database_url)
+    migrate(engine)
+    data = history("late", 2)
+    with serve_app(create_app(settings)) as server, httpx.Client(base_url=server.url, headers=AUTH) as http:
+        first = http.post("/imports", content=data)
+        assert first.status_code == 201, first.text
+    services = build_services(Store(engine, transaction_class=ReadBeforeTheOtherFinished), settings)
+    with serve_app(build_app(services, settings)) as server, httpx.Client(base_url=server.url, headers=AUTH) as http:
+        late = http.post("/imports", content=data)
+        assert late.status_code == 200 and late.json()["replayed"] is True, late.text
+        assert own(http, first.json()["session_id"]) == [(t, n) for t in range(2) for n in range(3)]
 
 
 class FlakyRecordsStore(Transaction):

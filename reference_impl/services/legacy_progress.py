@@ -119,7 +119,9 @@ class ImportProgress:
                 self.claim = claim
                 self.progress = progress
                 return
-            if not tx.claim_legacy_import(str(self.principal), self.legacy_id, claim, timestamp(now)):
+            # The row as the claim took it: another upload may have finished (and let go) since `row` was read.
+            row = tx.claim_legacy_import(str(self.principal), self.legacy_id, claim, timestamp(now))
+            if row is None:
                 raise ImportInProgress(f"history {self.legacy_id} is being imported by another upload; retry later")
             self.claim = claim
             self.session_id = row.session_id

@@ -42,10 +42,12 @@ class LegacyImportStatements(Statements):
     def insert_legacy_import(self, row: dict[str, Any]) -> None:
         self.conn.execute(insert(t.legacy_imports).values(**row))
 
-    def claim_legacy_import(self, principal: str, legacy_id: str, claim: str, now: str) -> bool:
-        """Take the row when nobody holds it, or the holder's claim has expired."""
+    def claim_legacy_import(self, principal: str, legacy_id: str, claim: str, now: str) -> ImportRow | None:
+        """Take the row when nobody holds it, or the holder's claim has expired: the row as taken
+        (None when it is held). The row read before the claim may be older than the one taken: on
+        PostgreSQL another upload can finish and let go of it in between."""
         table = t.legacy_imports
-        result = self.conn.execute(
+        row = self.conn.execute(
             update(table)
             .where(
                 table.c.principal == principal,
@@ -53,8 +55,9 @@ class LegacyImportStatements(Statements):
                 or_(table.c.claimed_until.is_(None), table.c.claimed_until < now),
             )
             .values(claimed_until=claim, updated_at=now)
-        )
-        return result.rowcount == 1
+            .returning(*table.c)
+        ).mappings().first()
+        return ImportRow(**row) if row else None
 
     def save_legacy_import(self, principal: str, legacy_id: str, claim: str, **values: Any) -> bool:
         """Record progress, only while `claim` still holds the row."""
