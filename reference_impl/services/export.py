@@ -157,7 +157,7 @@ class ExportService(ChapterService):
             if self.store.split:  # the records are in a second store: no statement reads them with the chain
                 chain = self.access.visible_chain(tx, principal, session_id)
             else:  # the chain and, unless something in it was reverted, the documents: one statement
-                most = small if stream else 2 * limit
+                most = small if stream else 2 * limit  # a streamed export reads longer ones apart; else the limits bound it
                 found, guess = tx.chain_with_documents(session_id, self.limits.max_lineage_depth, principal, most, limit)
                 chain = self.access.visible(principal, session_id, found)
             spans = spans_of(chain)
