@@ -25,7 +25,7 @@ from reference_impl.services import build_services
 from reference_impl.settings import Limits, Settings
 from reference_impl.store import Store, Transaction
 from reference_impl.store.engine import make_engine, migrate
-from reference_impl.store.export import Documents, Guess, Whole
+from reference_impl.store.export import Documents, Guess, GuessRow, Whole
 from reference_impl.store.rows import RecordRow, Segment
 
 TOKENS = {"exp-alice": "alice", "exp-bob": "bob"}
@@ -138,7 +138,7 @@ def test_no_documents_are_read_with_the_chain_of_a_session_the_caller_may_not_re
         assert http.delete(f"/sessions/{deleted}").status_code in (200, 204)
     with store.read() as tx:
         built = lambda session_id, viewer: [  # noqa: E731
-            row[3] is not None for row in tx.chain_with_documents(session_id, 16, viewer, 10**6, 10**6)[1].rows
+            row.tn is not None for row in tx.chain_with_documents(session_id, 16, viewer, 10**6, 10**6)[1].rows
         ]
         assert built(ids[1], "alice") == [True, True]
         assert built(ids[1], "bob") == [False, False]
@@ -148,14 +148,14 @@ def test_no_documents_are_read_with_the_chain_of_a_session_the_caller_may_not_re
 def test_documents_read_with_the_chain_serve_only_the_ranges_they_were_read_for() -> None:
     """The documents read with the chain are a guess at the ranges for a chain nothing in was
     reverted: used when the service's own spans and segments are those ranges, with every row."""
-    guess = Guess([("a", 1, 3, 2, "t0,t1", 4, "r0,r1,r2,r3"), ("b", -1, -1, 0, None, 0, None)])
+    guess = Guess([GuessRow("a", 1, 3, 2, "t0,t1", 4, "r0,r1,r2,r3"), GuessRow("b", -1, -1, 0, None, 0, None)])
     spans, segments = [("a", 0, 1)], [Segment("a", -1, 3)]
     assert guess.whole(spans, segments) == Whole(2, "t0,t1", 4, "r0,r1,r2,r3")
     assert guess.whole([("a", 1, 1)], segments) is None  # another span (a revert took turn 0 out)
     assert guess.whole(spans, [Segment("a", 0, 3)]) is None  # another segment
     assert guess.whole([*spans, ("b", 0, 0)], segments) is None  # a span the guess did not read
-    assert Guess([("a", 1, 3, 1, "t0", 4, "r0,r1,r2,r3")]).whole(spans, segments) is None  # a row missing
-    assert Guess([("a", 1, 3, None, None, None, None)]).whole(spans, segments) is None  # not built
+    assert Guess([GuessRow("a", 1, 3, 1, "t0", 4, "r0,r1,r2,r3")]).whole(spans, segments) is None  # a row missing
+    assert Guess([GuessRow("a", 1, 3, None, None, None, None)]).whole(spans, segments) is None  # not built
 
 
 # ---------------------------------------------------------------- the service methods

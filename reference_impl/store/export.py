@@ -46,33 +46,45 @@ def _token(n: int, keys: str) -> str:
     return f"(SELECT token FROM {keys} WHERE session_id = :s{n})"
 
 
-class Guess(NamedTuple):
-    """The documents `chain_documents_sql` built with the chain: for each row, root first, the
-    session and the bounds it used, and the counts and joined documents (None when not built)."""
+class GuessRow(NamedTuple):
+    """One chain row's part of a `Guess`: the session, the turn and record bounds the statement
+    used, and the counts and joined documents it built (None when it built none)."""
 
-    rows: list[tuple[str, int, int, int | None, str | None, int | None, str | None]]
+    session_id: str
+    tb: int
+    rb: int
+    tn: int | None
+    td: str | None
+    rn: int | None
+    rd: str | None
+
+
+class Guess(NamedTuple):
+    """The documents `chain_documents_sql` built with the chain, a row per session, root first."""
+
+    rows: list[GuessRow]
 
     def whole(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole | None:
         """The export's documents, if the guess read exactly these spans and segments (and found
         every row in them); None when it did not, and the documents must be read. Asked once the
         caller may read the chain: the records the guess read count as examined from then on (an
         unreadable session's answer must not tell them)."""
-        if any(row[3] is None for row in self.rows):
+        if any(row.tn is None for row in self.rows):
             return None
-        diagnostics.count_records_examined(sum(row[5] or 0 for row in self.rows))
-        guessed_spans = [(session_id, 0, tb) for session_id, tb, *_ in self.rows if tb >= 0]
-        guessed_segments = [(session_id, -1, rb) for session_id, _, rb, *_ in self.rows if rb >= 0]
+        diagnostics.count_records_examined(sum(row.rn or 0 for row in self.rows))
+        guessed_spans = [(row.session_id, 0, row.tb) for row in self.rows if row.tb >= 0]
+        guessed_segments = [(row.session_id, -1, row.rb) for row in self.rows if row.rb >= 0]
         if guessed_spans != list(spans) or guessed_segments != [(s.session_id, s.after, s.upto) for s in segments]:
             return None
-        turn_count = sum(row[3] or 0 for row in self.rows)
-        record_count = sum(row[5] or 0 for row in self.rows)
+        turn_count = sum(row.tn or 0 for row in self.rows)
+        record_count = sum(row.rn or 0 for row in self.rows)
         if turn_count != sum(last - first + 1 for _, first, last in spans):
             return None
         if record_count != sum((s.upto or 0) - s.after for s in segments):
             return None
         return Whole(
-            turn_count, ",".join(row[4] for row in self.rows if row[4]),
-            record_count, ",".join(row[6] for row in self.rows if row[6]),
+            turn_count, ",".join(row.td for row in self.rows if row.td),
+            record_count, ",".join(row.rd for row in self.rows if row.rd),
         )
 
 
@@ -149,7 +161,7 @@ class ExportStatements(Statements):
         width = len(CHAIN_NAMES)
         rows = sorted(result.all(), key=lambda row: -row[0])  # root first: by hops, the first column
         links = chain_links([dict(zip(CHAIN_NAMES, row[:width])) for row in rows], viewer, self.tokens)
-        guess = Guess([(row[4], *row[width:]) for row in rows])
+        guess = Guess([GuessRow(row[4], *row[width:]) for row in rows])  # row[4]: the session id
         if any(self.document_naming(link.session.session_id)[1] != start for link in links):
             return links, None
         return links, guess

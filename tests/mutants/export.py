@@ -156,12 +156,11 @@ class BlindGuess(Guess):
     """Documents read with the chain, used whatever spans the chain gives."""
 
     def whole(self, spans: Sequence[tuple[str, int, int]], segments: Sequence[Segment]) -> Whole | None:
-        turns = [row for row in self.rows if row[3] is not None]
-        if len(turns) != len(self.rows):
+        if any(row.tn is None for row in self.rows):
             return None
         return Whole(
-            sum(row[3] or 0 for row in turns), ",".join(row[4] for row in turns if row[4]),
-            sum(row[5] or 0 for row in turns), ",".join(row[6] for row in turns if row[6]),
+            sum(row.tn or 0 for row in self.rows), ",".join(row.td for row in self.rows if row.td),
+            sum(row.rn or 0 for row in self.rows), ",".join(row.rd for row in self.rows if row.rd),
         )
 
 
