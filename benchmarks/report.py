@@ -316,7 +316,7 @@ def targets(data: dict[str, Any], kind: str = "sqlite") -> list[str]:
                     f"over HTTP at least {FULL_READ_HTTP}× LangGraph in-process" + ("" if applies else " (context: beyond the sizes the target names)"),
                     (local is not None and remote is not None and local >= FULL_READ_IN_PROCESS and remote >= FULL_READ_HTTP)
                     if applies else None,
-                    f"LangGraph / reference {times(local)} in-process, {times(remote)} over HTTP" + _read_floors(read),
+                    f"LangGraph / reference {times(local)} in-process, {times(remote)} over HTTP" + _plain_ratio(read) + _read_floors(read),
                 )
             )
         # Streamed reads only (an export of up to 2,000 turns and records is read whole): the
@@ -353,10 +353,27 @@ def targets(data: dict[str, Any], kind: str = "sqlite") -> list[str]:
     return table(["target", "result", "measured"], rows)
 
 
+def _client(section: dict[str, Any]) -> tuple[str, bool]:
+    """The HTTP client of the reads over HTTP (benchmarks/reader.py; the standard library's before
+    2026-12-05), and whether each read was timed with the standard library's client too."""
+    rows = [row["full_read"]["reference"] for row in [*section.get("rows", []), *section.get("reads", [])]]
+    clients = {row.get("http_client") for row in rows} - {None, ""}
+    plain = any(row.get("http_stdlib_seconds") is not None for row in rows)
+    return ", ".join(sorted(clients)) or "the standard library's http.client", plain
+
+
 def _branch_turns(row: dict[str, Any]) -> str:
     """What the scenario's full read reads: the branch forked after turn T/2, with one turn more."""
     messages = row.get("messages_read")
     return f"{messages // 2:,} turns" if messages else "T/2 + 1 turns"
+
+
+def _plain_ratio(read: dict[str, Any]) -> str:
+    """The ratio over HTTP with the standard library's client, when the run timed it (context)."""
+    plain = read["reference"].get("http_stdlib_seconds")
+    if plain is None:
+        return ""
+    return f" ({times(ratio_of(read['langgraph']['seconds'], plain))} with the standard library's http.client as the client)"
 
 
 def _read_floors(read: dict[str, Any]) -> str:
@@ -753,9 +770,13 @@ def versus(section: dict[str, Any]) -> list[str]:
     labelled += [(row, f"{row['turns']:,} turns (read only)") for row in section.get("reads", [])]
     for row, label in labelled:
         read = row["full_read"]
+        plain = read["reference"].get("http_stdlib_seconds")  # since 2026-12-05
         timing.append(
             f"{label}: reference {seconds(read['reference']['seconds'])} in-process, "
-            f"{seconds(read['reference']['http_seconds'])} over HTTP; LangGraph {seconds(read['langgraph']['seconds'])}"
+            f"{seconds(read['reference']['http_seconds'])} over HTTP"
+            + (f" ({seconds(plain)} with the standard library's http.client, "
+               f"{times(ratio_of(read['langgraph']['seconds'], plain))})" if plain is not None else "")
+            + f"; LangGraph {seconds(read['langgraph']['seconds'])}"
             + (f" (medians of {read['rounds']} rounds)" if read.get("rounds") else "")
         )
     memory = [
@@ -764,9 +785,11 @@ def versus(section: dict[str, Any]) -> list[str]:
         if (peaks := row["full_read"].get("peak_memory_bytes"))
     ]
     lines = costs + ["", intro, ""] + table(header, rows) + ["", "Full read times (context): " + "; ".join(timing) + "."]
-    lines += ["", "Times are medians of the rounds given above, each round the three reads alternating (reference in-process, LangGraph, reference over HTTP) "
+    client, plain = _client(section)
+    reads = "reference in-process, LangGraph, reference over HTTP" + (", the same with the standard library's http.client" if plain else "")
+    lines += ["", f"Times are medians of the rounds given above, each round the reads alternating ({reads}) "
               "with the floors' reads, after 10 untimed rounds (2 above 2,000 turns), as a running server has sent its "
-              "statements before; the HTTP client parses the export with orjson."]
+              f"statements before; the HTTP client is {client} and parses the export with orjson."]
     if memory:
         lines += [
             "",

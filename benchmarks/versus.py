@@ -21,14 +21,13 @@ of all T turns (100 and 200 too, beside the scenario's branch of T/2 + 1).
 
 from __future__ import annotations
 
-import http.client
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -38,6 +37,7 @@ from benchmarks.config import Config
 from benchmarks.meter import (
     Cost, interleaved_median_seconds, measure, median_seconds, paired_median_seconds, peak_bytes, ratio, replay_seconds,
 )
+from benchmarks.reader import Reader, StdlibReader, reader
 
 CONTENT_BYTES = 190
 TOKEN = "bench-token"
@@ -84,72 +84,11 @@ class Reference:
         return [record["content"]["text"] for record in document["records"]]
 
 
-class HttpReader:
-    """Reads of the reference app over HTTP (a loopback port), as a client that cares for speed does
-    them: the standard library's `http.client` on one keep-alive connection, and orjson to parse.
-
-    The client's own work counts in every time over HTTP, and the targets compare the server with
-    LangGraph's in-process read, so the reader is the leanest well-kept client: on the capability
-    document, httpx took about 0.55 ms a request where `http.client` took 0.26 ms (a scratch
-    measurement on this machine, interleaved). The timings are of the server plus this client.
-    """
-
-    def __init__(self, host: str, port: int, token: str) -> None:
-        self.connection = http.client.HTTPConnection(host, port)
-        self.headers = {"Authorization": f"Bearer {token}"}
-
-    def close(self) -> None:
-        self.connection.close()
-
-    def _get(self, path: str) -> http.client.HTTPResponse:
-        """Send a GET; once more on a new connection if the server had closed the idle one (its
-        keep-alive timeout passes while the benchmark builds a scenario)."""
-        try:
-            self.connection.request("GET", path, headers=self.headers)
-            return self.connection.getresponse()
-        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-            self.connection.close()  # the next request opens a new connection
-        self.connection.request("GET", path, headers=self.headers)
-        return self.connection.getresponse()
-
-    def _body(self, path: str) -> bytes:
-        answer = self._get(path)
-        body = answer.read()
-        if answer.status != 200:
-            raise RuntimeError(f"GET {path} answered {answer.status}: {body[:300]!r}")
-        return body
-
-    def __call__(self, session_id: str) -> list[str]:
-        """The whole transcript (the export), parsed (the stdlib's json takes longer than the server's answer)."""
-        return [record["content"]["text"] for record in orjson.loads(self._body(f"/sessions/{session_id}/export"))["records"]]
-
-    def stream(self, session_id: str) -> int:
-        """The export read as it arrives, each piece dropped when counted: what the server holds."""
-        answer = self._get(f"/sessions/{session_id}/export")
-        if answer.status != 200:
-            raise RuntimeError(f"GET export answered {answer.status}: {answer.read()[:300]!r}")
-        received = 0
-        while piece := answer.read(64 * 1024):
-            received += len(piece)
-        return received
-
-    def floor(self) -> int:
-        """The cheapest answer the reference gives (its capability document, no database read): what
-        any request over this HTTP stack costs before the export's own work."""
-        return len(self._body("/capabilities"))
-
-    def page(self, session_id: str, cursor: str | None, limit: int) -> tuple[int, str | None]:
-        """One transcript page, parsed: (records on it, next cursor)."""
-        params: dict[str, Any] = {"limit": limit}
-        if cursor is not None:
-            params["cursor"] = cursor
-        body = orjson.loads(self._body(f"/sessions/{session_id}/transcript?{urlencode(params)}"))
-        return len(body["records"]), body["next_cursor"]
-
-
 @contextmanager
-def served(db: Database) -> Iterator[HttpReader]:
-    """The reference app on the benchmark's database, served on a loopback port: reads over HTTP."""
+def served(db: Database) -> Iterator[Reader]:
+    """The reference app on the benchmark's database, served on a loopback port: reads over HTTP by
+    the leanest client installed (benchmarks/reader.py), with the standard library's client beside
+    it (`plain`) when that is another one, for the context figure."""
     from conformance.embedded import serve_app
     from reference_impl.http import create_app
     from reference_impl.settings import Settings
@@ -157,11 +96,16 @@ def served(db: Database) -> Iterator[HttpReader]:
     app = create_app(Settings(database_url=db.url, tokens={TOKEN: PRINCIPAL}, limits=db.limits))
     with serve_app(app) as server:
         address = urlsplit(server.url)
-        reader = HttpReader(address.hostname or "127.0.0.1", address.port or 80, TOKEN)
+        host, port = address.hostname or "127.0.0.1", address.port or 80
+        http_read = reader(host, port, TOKEN)
+        if not isinstance(http_read, StdlibReader):
+            http_read.plain = StdlibReader(host, port, TOKEN)
         try:
-            yield reader
+            yield http_read
         finally:
-            reader.close()
+            http_read.close()
+            if http_read.plain is not None:
+                http_read.plain.close()
 
 
 def reference_costs(reference: Reference, sizes: tuple[int, ...]) -> dict[str, Any]:
@@ -215,7 +159,7 @@ def versus_langgraph(db: Database, config: Config) -> dict[str, Any]:
     return {"reference_costs": costs, "langgraph": version, "checkpointer": checkpointer, "content_bytes_per_message": CONTENT_BYTES, "rows": rows, "reads": reads}
 
 
-def _scenario(reference: Reference, turns: int, folder: Path, config: Config, http_read: HttpReader) -> dict[str, Any]:
+def _scenario(reference: Reference, turns: int, folder: Path, config: Config, http_read: Reader) -> dict[str, Any]:
     with _peer(reference.db, folder) as peer:
         session_id = reference.new_session()
         pair_statements = []
@@ -250,10 +194,8 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
             messages = peer.read_all(branch)
         empty = reference.new_session()
         rounds = config.repeats * READ_ROUNDS
-        read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
-            [lambda: reference.read_all(child), lambda: peer.read_all(branch), lambda: http_read(child), http_read.floor,
-             lambda: reference.read_all(empty), lambda: http_read(empty)],
-            rounds, WARMUP,
+        read_seconds, peer_read_seconds, http_seconds, plain_seconds, floor_seconds = _timed(
+            reference, child, lambda: peer.read_all(branch), http_read, empty, rounds, WARMUP
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
         floors = _floors(reference, child, read_cost, floor_seconds, rounds, len(texts), empty=empty)
@@ -276,12 +218,15 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
                 "reference": fork_cost.statements + child_pair.statements,
                 "langgraph": peer_fork.statements,
             },
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, rounds),
+            "full_read": _read_row(
+                read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, rounds,
+                plain_seconds, http_read.client,
+            ),
             "storage_bytes": {"reference": reference.db.size_bytes(), "langgraph": peer.size_bytes()},
         }
 
 
-def _read_only(reference: Reference, turns: int, folder: Path, config: Config, http_read: HttpReader) -> dict[str, Any]:
+def _read_only(reference: Reference, turns: int, folder: Path, config: Config, http_read: Reader) -> dict[str, Any]:
     with _peer(reference.db, folder) as peer:
         session_id = reference.new_session()
         for number in range(turns):
@@ -293,10 +238,8 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         repeats = config.repeats * READ_ROUNDS if turns <= 2_000 else max(min(config.repeats, 5), 1)
         warmup = WARMUP if turns <= 2_000 else 2
         empty = reference.new_session()
-        read_seconds, peer_read_seconds, http_seconds, *floor_seconds = interleaved_median_seconds(
-            [lambda: reference.read_all(session_id), lambda: peer.read_all(), lambda: http_read(session_id), http_read.floor,
-             lambda: reference.read_all(empty), lambda: http_read(empty)],
-            repeats, warmup,
+        read_seconds, peer_read_seconds, http_seconds, plain_seconds, floor_seconds = _timed(
+            reference, session_id, peer.read_all, http_read, empty, repeats, warmup
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
         floors = _floors(reference, session_id, read_cost, floor_seconds, repeats, len(texts), warmup, empty)
@@ -304,11 +247,31 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
             "turns": turns,
             "same_transcript": texts == messages and http_read(session_id) == messages,
             "messages_read": len(messages),
-            "full_read": _read_row(read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, repeats),
+            "full_read": _read_row(
+                read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, repeats,
+                plain_seconds, http_read.client,
+            ),
         }
 
 
-def _peaks(reference: Reference, session_id: str, http_read: HttpReader, peer_read: Callable[[], Any]) -> dict[str, int]:
+def _timed(
+    reference: Reference, session_id: str, peer_read: Callable[[], Any], http_read: Reader, empty: str, rounds: int, warmup: int
+) -> tuple[float, float, float, float | None, list[float]]:
+    """Interleaved medians of the full read in-process, LangGraph's, over HTTP, and over HTTP with the
+    standard library's client (None when that is the reader), then the floors' reads: the capability
+    document over HTTP, and the export of a session with no turns in-process and over HTTP."""
+    plain = http_read.plain
+    operations = [lambda: reference.read_all(session_id), peer_read, lambda: http_read(session_id)]
+    if plain is not None:
+        operations.append(lambda: plain(session_id))
+    operations += [http_read.floor, lambda: reference.read_all(empty), lambda: http_read(empty)]
+    medians = interleaved_median_seconds(operations, rounds, warmup)
+    local, peer, http = medians[:3]
+    plain_seconds = medians[3] if plain is not None else None
+    return local, peer, http, plain_seconds, medians[-3:]
+
+
+def _peaks(reference: Reference, session_id: str, http_read: Reader, peer_read: Callable[[], Any]) -> dict[str, int]:
     """Peak Python memory of each full read (tracemalloc, one untimed run each): the reference
     in-process (the parsed document), over HTTP streamed (server and client in this process; the
     client drops each chunk as it arrives), and LangGraph in-process."""
@@ -383,13 +346,18 @@ def _floors(
 
 def _read_row(
     statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float, memory: dict[str, int],
-    floors: dict[str, float] | None = None, rounds: int | None = None,
+    floors: dict[str, float] | None = None, rounds: int | None = None, plain_seconds: float | None = None, client: str = "",
 ) -> dict[str, Any]:
     return {
         "rounds": rounds,  # timed rounds behind each median (absent in reports before stop 28)
         "floors": floors or {},
         "peak_memory_bytes": memory,
-        "reference": {"requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds},
+        "reference": {
+            "requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds,
+            # The HTTP client, and the same read with the standard library's client when that is
+            # another one (context; both absent in reports before 2026-12-05, whose client was http.client).
+            "http_client": client, "http_stdlib_seconds": plain_seconds,
+        },
         "langgraph": {"statements": peer_statements, "seconds": peer_seconds},
         "langgraph_over_reference": ratio(peer_seconds, seconds),
         "langgraph_over_reference_http": ratio(peer_seconds, http_seconds),
