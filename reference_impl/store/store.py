@@ -73,6 +73,12 @@ class Store:
     def split(self) -> bool:
         return self.records_engine is not None
 
+    @property
+    def local_reads(self) -> bool:
+        """Whether a read is work in this process only: every database is SQLite, in WAL mode, where
+        a read neither waits for a writer nor goes over a network (engine.py)."""
+        return all(engine.dialect.name == "sqlite" for engine in (self.engine, self.records_engine) if engine is not None)
+
     @contextmanager
     def read(self) -> Iterator[Transaction]:
         """A read. On SQLite, one snapshot (`BEGIN`). On PostgreSQL, each statement sees the data

@@ -8,7 +8,6 @@ from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id
-from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services.context import ContextService
 
 
@@ -26,4 +25,4 @@ class ContextHandlers(Handlers):
     async def context(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        return JSONResponse(await run_in_threadpool(self.context_service.context, principal, session_id))
+        return JSONResponse(await self.read(self.context_service.context, principal, session_id))

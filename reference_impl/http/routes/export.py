@@ -12,7 +12,6 @@ from starlette.routing import Route
 from reference_impl.errors import InvalidRequest
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id
-from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services.export import ExportService, TurnPositionService
 
 POSITION = re.compile(r"[1-9][0-9]{0,14}")  # TURN-POS-RANGE-001: 1 to 15 digits, no sign, no leading zero
@@ -34,7 +33,7 @@ class ExportHandlers(Handlers):
         session_id = path_id(request, "session_id")
         # A long export streams: the document's chunks are fetched and joined as the client reads them; every
         # statement was sent before the response starts, so the diagnostic headers count them all.
-        document = await run_in_threadpool(self.export_service.document, principal, session_id)
+        document = await self.read(self.export_service.document, principal, session_id)
         if document.whole is not None:  # a short export, read whole: one body
             return Response(document.whole, media_type="application/json")
         return StreamingResponse(document.chunks(), media_type="application/json")
@@ -59,4 +58,4 @@ class TurnPositionHandlers(Handlers):
             raise InvalidRequest(
                 "position must be a decimal integer of 1 to 15 digits without sign or leading zeros"
             )
-        return JSONResponse(await run_in_threadpool(self.positions.turn_at, principal, session_id, int(raw)))
+        return JSONResponse(await self.read(self.positions.turn_at, principal, session_id, int(raw)))

@@ -33,7 +33,7 @@ class GrantsHandlers(Handlers):
     async def list_grants(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        return JSONResponse(await run_in_threadpool(self.grants.list_grants, principal, session_id))
+        return JSONResponse(await self.read(self.grants.list_grants, principal, session_id))
 
     async def grant(self, request: Request) -> Response:
         principal = self.principal(request)

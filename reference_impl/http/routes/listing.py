@@ -8,7 +8,6 @@ from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id, query_cursor, query_int
-from reference_impl.http.threads import run_in_threadpool
 from reference_impl.services.listing import ListingService
 
 
@@ -29,10 +28,10 @@ class ListingHandlers(Handlers):
     async def list_sessions(self, request: Request) -> Response:
         principal = self.principal(request)
         cursor, limit = query_cursor(request), query_int(request, "limit")
-        return JSONResponse(await run_in_threadpool(self.listing.list_sessions, principal, cursor, limit))
+        return JSONResponse(await self.read(self.listing.list_sessions, principal, cursor, limit))
 
     async def descendants(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         cursor, limit = query_cursor(request), query_int(request, "limit")
-        return JSONResponse(await run_in_threadpool(self.listing.descendants, principal, session_id, cursor, limit))
+        return JSONResponse(await self.read(self.listing.descendants, principal, session_id, cursor, limit))

@@ -39,4 +39,4 @@ class RevertHandlers(Handlers):
     async def reverts(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        return JSONResponse(await run_in_threadpool(self.service.reverts, principal, session_id))
+        return JSONResponse(await self.read(self.service.reverts, principal, session_id))

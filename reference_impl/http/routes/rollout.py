@@ -104,4 +104,4 @@ class RolloutHandlers(Handlers):
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         assert self.services.rewind is not None
-        return JSONResponse(await run_in_threadpool(self.services.rewind.pending_action, principal, session_id))
+        return JSONResponse(await self.read(self.services.rewind.pending_action, principal, session_id))

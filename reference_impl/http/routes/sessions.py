@@ -42,7 +42,7 @@ class SessionsHandlers(Handlers):
     async def get_session(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        result = await run_in_threadpool(self.services.sessions.get_session, principal, session_id)
+        result = await self.read(self.services.sessions.get_session, principal, session_id)
         return JSONResponse(result, headers=etag_header(result))
 
     def _written(self, outcome: Any) -> Response:

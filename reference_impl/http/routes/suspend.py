@@ -40,12 +40,12 @@ class SuspendHandlers(Handlers):
     async def get_turn(self, request: Request) -> Response:
         principal = self.principal(request)
         sid, tid = self._ids(request)
-        return JSONResponse(await run_in_threadpool(self.suspend_service.get_turn, principal, sid, tid))
+        return JSONResponse(await self.read(self.suspend_service.get_turn, principal, sid, tid))
 
     async def list_inputs(self, request: Request) -> Response:
         principal = self.principal(request)
         sid, tid = self._ids(request)
-        return JSONResponse(await run_in_threadpool(self.suspend_service.list_inputs, principal, sid, tid))
+        return JSONResponse(await self.read(self.suspend_service.list_inputs, principal, sid, tid))
 
     async def suspend(self, request: Request) -> Response:
         principal = self.principal(request)

@@ -8,7 +8,6 @@ from starlette.routing import Route
 
 from reference_impl.http.base import Handlers
 from reference_impl.http.requests import path_id, query_cursor, query_int
-from reference_impl.http.threads import run_in_threadpool
 
 
 class TranscriptHandlers(Handlers):
@@ -25,17 +24,17 @@ class TranscriptHandlers(Handlers):
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         cursor, limit = query_cursor(request), query_int(request, "limit")
-        page = await run_in_threadpool(self.services.transcript.transcript, principal, session_id, cursor, limit)
+        page = await self.read(self.services.transcript.transcript, principal, session_id, cursor, limit)
         return JSONResponse(page.as_json())
 
     async def records(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
         cursor, limit = query_cursor(request), query_int(request, "limit")
-        page = await run_in_threadpool(self.services.transcript.own_records, principal, session_id, cursor, limit)
+        page = await self.read(self.services.transcript.own_records, principal, session_id, cursor, limit)
         return JSONResponse(page.as_json())
 
     async def lineage(self, request: Request) -> Response:
         principal = self.principal(request)
         session_id = path_id(request, "session_id")
-        return JSONResponse(await run_in_threadpool(self.services.transcript.lineage, principal, session_id))
+        return JSONResponse(await self.read(self.services.transcript.lineage, principal, session_id))
