@@ -54,7 +54,7 @@ def _traffic(url: str) -> None:
             assert http.get(path).status_code == 200, path
 
 
-@pytest.mark.parametrize("engine", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("engine", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_reads_run_on_the_loop_only_on_sqlite_and_writes_never(engine: str, tmp_path: Any, request: pytest.FixtureRequest) -> None:
     url = f"sqlite:///{tmp_path / 'reads.db'}" if engine == "sqlite" else request.getfixturevalue("postgres_url")
     app = create_app(Settings(database_url=url, tokens={"lr-alice": "alice"}))
@@ -74,6 +74,7 @@ def test_reads_run_on_the_loop_only_on_sqlite_and_writes_never(engine: str, tmp_
         assert not any(reads), f"a read of a PostgreSQL store ran on the event loop: {seen}"
 
 
+@pytest.mark.postgres
 def test_a_second_store_on_postgresql_sends_reads_to_a_thread(tmp_path: Any, postgres_url: str) -> None:
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path / 'core.db'}", records_database_url=postgres_url, tokens={"lr-alice": "alice"}))
     assert app.state.services.sessions.store.local_reads is False
