@@ -18,7 +18,13 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: installs there are not serialised
+    fcntl = None  # type: ignore[assignment]
 
 from markdown_it import MarkdownIt
 
@@ -169,6 +175,21 @@ def diagram_svg(source: str) -> str:
     return svg.replace("<svg ", '<svg role="img" ', 1)
 
 
+def install_tools(npm: str, marker: Path) -> subprocess.CompletedProcess[bytes] | None:
+    """`npm ci` in spec/site/tools unless `marker` (a file the install writes) is there already;
+    None when it was. Two processes never install at once: `npm ci` first empties node_modules, so
+    an install beside another one removes what the other is writing (two test workers that each
+    needed the tools both failed so). The second waits on a lock file and finds the tools there."""
+    if marker.exists():
+        return None
+    with open(TOOLS_DIR / ".npm-ci.lock", "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if marker.exists():
+            return None
+        return subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TOOLS_DIR, capture_output=True, timeout=300)
+
+
 def _render_with_node(source: str) -> str:
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
@@ -176,8 +197,9 @@ def _render_with_node(source: str) -> str:
             "a Mermaid diagram has no SVG in spec/site/diagrams; rendering it needs Node.js and npm "
             "(Debian packages nodejs and npm), then run `session-lineage docs` again"
         )
-    if not (TOOLS_DIR / "node_modules" / "beautiful-mermaid").exists():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TOOLS_DIR, check=True, capture_output=True)
+    installed = install_tools(npm, TOOLS_DIR / "node_modules" / "beautiful-mermaid")
+    if installed is not None and installed.returncode != 0:
+        raise DiagramMissing(f"npm ci could not install beautiful-mermaid: {installed.stderr.decode(errors='replace')[-500:]}")
     done = subprocess.run(
         [node, "render-mermaid.mjs"], cwd=TOOLS_DIR, input=source.encode("utf-8"), capture_output=True, check=False
     )

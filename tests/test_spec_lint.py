@@ -15,6 +15,8 @@ import copy
 import json
 import shutil
 import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,12 @@ import pytest
 import yaml
 
 import spec
-from conformance.spec_site import TOOLS_DIR
+from conformance.spec_site import TOOLS_DIR, install_tools
 
 CONFIG = TOOLS_DIR / "redocly.yaml"
-pytestmark = pytest.mark.xdist_group("redocly")  # one worker installs and runs it
+# One worker would install and run it, but pytest 9.2 and pytest-xdist 3.8 no longer group tests
+# (pytest-xdist issue 1386); `install_tools` keeps two workers from installing at once either way.
+pytestmark = pytest.mark.xdist_group("redocly")
 
 
 def _redocly() -> Path:
@@ -35,7 +39,9 @@ def _redocly() -> Path:
     npm = shutil.which("npm")
     if shutil.which("node") is None or npm is None:
         pytest.skip("Redocly CLI needs Node.js and npm (Debian packages nodejs and npm)")
-    done = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=TOOLS_DIR, capture_output=True, timeout=300)
+    done = install_tools(npm, binary)  # serialised: another worker may be installing them too
+    if done is None:
+        return binary
     if done.returncode != 0 or not binary.exists():  # the npm registry is outside this project: say so, never pass
         pytest.skip(f"npm ci could not install Redocly CLI (exit {done.returncode}): "
                     f"{(done.stderr or done.stdout).decode(errors='replace')[-400:]}")
@@ -73,3 +79,21 @@ def test_the_named_rules_fire_on_a_broken_copy(tmp_path: Path) -> None:
     fired = {problem["ruleId"] for problem in lint(broken)["problems"] if problem["severity"] == "error"}
     expected = {"no-unused-components", "security-defined", "operation-operationId", "no-invalid-parameter-examples"}
     assert expected <= fired, f"rules that did not fire: {sorted(expected - fired)} (fired: {sorted(fired)})"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the install lock is a POSIX file lock")
+def test_two_installs_at_once_run_one_after_the_other(tmp_path: Path) -> None:
+    """Two workers that need the tools at the same moment: one installs, the other waits and finds
+    them (npm ci empties node_modules first, so two at once broke each other)."""
+    log, marker = tmp_path / "log", tmp_path / "installed"
+    npm = tmp_path / "npm"
+    npm.write_text(f"#!/bin/sh\necho start >> '{log}'\nsleep 0.3\necho end >> '{log}'\ntouch '{marker}'\n")
+    npm.chmod(0o755)
+    results: list[Any] = []
+    workers = [threading.Thread(target=lambda: results.append(install_tools(str(npm), marker))) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    assert log.read_text().split() == ["start", "end"], "the installs overlapped or both ran"
+    assert sorted(result is None for result in results) == [False, True]
