@@ -2,8 +2,9 @@
 
 The default run is the quick set (every mutant caught once, the PostgreSQL tests). Tests marked
 `deep` (race mutants 10 rounds each, seeded runs, deep fuzz, long proofs) are deselected from it,
-never skipped; `pytest --deep` runs only them. Both sets run on pytest-xdist workers; tests that
-must not share the machine with others (timing checks) carry `xdist_group("serial")`.
+never skipped; `pytest --deep` runs only them. Both sets run on pytest-xdist workers. No test may
+rely on `xdist_group` to run alone or beside another: with pytest 9.2, pytest-xdist 3.8 no longer
+honours it (pytest-xdist issue 1386), and tests that share a resource lock it themselves.
 """
 
 from __future__ import annotations
