@@ -373,7 +373,12 @@ def _plain_ratio(read: dict[str, Any]) -> str:
     plain = read["reference"].get("http_stdlib_seconds")
     if plain is None:
         return ""
-    return f" ({times(ratio_of(read['langgraph']['seconds'], plain))} with the standard library's http.client as the client)"
+    return f" ({times(ratio_of(_peer_beside_plain(read), plain))} with the standard library's http.client as the client)"
+
+
+def _peer_beside_plain(read: dict[str, Any]) -> float:
+    """LangGraph's read timed beside the standard library's client (its own series since 2026-12-05)."""
+    return read["reference"].get("http_stdlib_langgraph_seconds") or read["langgraph"]["seconds"]
 
 
 def _read_floors(read: dict[str, Any]) -> str:
@@ -775,7 +780,7 @@ def versus(section: dict[str, Any]) -> list[str]:
             f"{label}: reference {seconds(read['reference']['seconds'])} in-process, "
             f"{seconds(read['reference']['http_seconds'])} over HTTP"
             + (f" ({seconds(plain)} with the standard library's http.client, "
-               f"{times(ratio_of(read['langgraph']['seconds'], plain))})" if plain is not None else "")
+               f"{times(ratio_of(_peer_beside_plain(read), plain))})" if plain is not None else "")
             + f"; LangGraph {seconds(read['langgraph']['seconds'])}"
             + (f" (medians of {read['rounds']} rounds)" if read.get("rounds") else "")
         )
@@ -786,11 +791,12 @@ def versus(section: dict[str, Any]) -> list[str]:
     ]
     lines = costs + ["", intro, ""] + table(header, rows) + ["", "Full read times (context): " + "; ".join(timing) + "."]
     client, plain = _client(section)
-    reads = "reference in-process, LangGraph, reference over HTTP, then the floors' reads" + (
-        ", then LangGraph again (its time unused) and the reference over HTTP with the standard library's http.client" if plain else "")
-    lines += ["", f"Times are medians of the rounds given above, each round the reads alternating ({reads}), "
+    apart = (" The reads with the standard library's http.client are a series of their own, as many rounds, each "
+             "alternating with a LangGraph read that its ratio uses, so that they change nothing in the series above.") if plain else ""
+    lines += ["", "Times are medians of the rounds given above, each round the reads alternating (reference in-process, "
+              "LangGraph, reference over HTTP, then the floors' reads), "
               "after 10 untimed rounds (2 above 2,000 turns), as a running server has sent its "
-              f"statements before; the HTTP client is {client} and parses the export with orjson."]
+              f"statements before; the HTTP client is {client} and parses the export with orjson." + apart]
     if memory:
         lines += [
             "",

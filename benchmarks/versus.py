@@ -194,7 +194,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
             messages = peer.read_all(branch)
         empty = reference.new_session()
         rounds = config.repeats * READ_ROUNDS
-        read_seconds, peer_read_seconds, http_seconds, plain_seconds, floor_seconds = _timed(
+        read_seconds, peer_read_seconds, http_seconds, plain, floor_seconds = _timed(
             reference, child, lambda: peer.read_all(branch), http_read, empty, rounds, WARMUP
         )
         memory = _peaks(reference, child, http_read, lambda: peer.read_all(branch))
@@ -220,7 +220,7 @@ def _scenario(reference: Reference, turns: int, folder: Path, config: Config, ht
             },
             "full_read": _read_row(
                 read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, rounds,
-                plain_seconds, http_read.client,
+                plain, http_read.client,
             ),
             "storage_bytes": {"reference": reference.db.size_bytes(), "langgraph": peer.size_bytes()},
         }
@@ -238,7 +238,7 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
         repeats = config.repeats * READ_ROUNDS if turns <= 2_000 else max(min(config.repeats, 5), 1)
         warmup = WARMUP if turns <= 2_000 else 2
         empty = reference.new_session()
-        read_seconds, peer_read_seconds, http_seconds, plain_seconds, floor_seconds = _timed(
+        read_seconds, peer_read_seconds, http_seconds, plain, floor_seconds = _timed(
             reference, session_id, peer.read_all, http_read, empty, repeats, warmup
         )
         memory = _peaks(reference, session_id, http_read, peer.read_all)
@@ -249,33 +249,31 @@ def _read_only(reference: Reference, turns: int, folder: Path, config: Config, h
             "messages_read": len(messages),
             "full_read": _read_row(
                 read_cost.statements, read_seconds, http_seconds, peer_read.statements, peer_read_seconds, memory, floors, repeats,
-                plain_seconds, http_read.client,
+                plain, http_read.client,
             ),
         }
 
 
 def _timed(
     reference: Reference, session_id: str, peer_read: Callable[[], Any], http_read: Reader, empty: str, rounds: int, warmup: int
-) -> tuple[float, float, float, float | None, list[float]]:
-    """Interleaved medians of the full read in-process, LangGraph's, over HTTP, the floors' reads (the
-    capability document over HTTP, the export of a session with no turns in-process and over HTTP),
-    and over HTTP with the standard library's client (None when that is the reader).
-
-    Each read over HTTP runs right after a LangGraph read, whose work leaves the server's code and
-    data out of the CPU's caches: a second read over HTTP straight after the first took 30 to 75 µs
-    less (51-turn export, SQLite). So the standard library's read gets a LangGraph read of its own
-    before it (whose time is not used: LangGraph's median is the first one's)."""
+) -> tuple[float, float, float, tuple[float, float] | None, list[float]]:
+    """Interleaved medians of the full read in-process, LangGraph's, over HTTP, and the floors' reads
+    (the capability document over HTTP, the export of a session with no turns in-process and over
+    HTTP); then, when the reader is not the standard library's client, a series of its own of
+    LangGraph's read and the read over HTTP with that client: (LangGraph, http.client) medians, for
+    context. A series apart leaves the target's series as it was: an extra read in each of its
+    rounds would change what every read there follows, and so what the CPU's caches hold for it."""
+    medians = interleaved_median_seconds(
+        [lambda: reference.read_all(session_id), peer_read, lambda: http_read(session_id),
+         http_read.floor, lambda: reference.read_all(empty), lambda: http_read(empty)],
+        rounds, warmup,
+    )
     plain = http_read.plain
-    operations = [
-        lambda: reference.read_all(session_id), peer_read, lambda: http_read(session_id),
-        http_read.floor, lambda: reference.read_all(empty), lambda: http_read(empty),
-    ]
+    beside = None
     if plain is not None:
-        operations += [peer_read, lambda: plain(session_id)]
-    medians = interleaved_median_seconds(operations, rounds, warmup)
-    local, peer, http = medians[:3]
-    plain_seconds = medians[7] if plain is not None else None
-    return local, peer, http, plain_seconds, medians[3:6]
+        peer_beside, plain_seconds = interleaved_median_seconds([peer_read, lambda: plain(session_id)], rounds, warmup)
+        beside = (peer_beside, plain_seconds)
+    return medians[0], medians[1], medians[2], beside, medians[3:6]
 
 
 def _peaks(reference: Reference, session_id: str, http_read: Reader, peer_read: Callable[[], Any]) -> dict[str, int]:
@@ -353,7 +351,7 @@ def _floors(
 
 def _read_row(
     statements: int, seconds: float, http_seconds: float, peer_statements: int, peer_seconds: float, memory: dict[str, int],
-    floors: dict[str, float] | None = None, rounds: int | None = None, plain_seconds: float | None = None, client: str = "",
+    floors: dict[str, float] | None = None, rounds: int | None = None, plain: tuple[float, float] | None = None, client: str = "",
 ) -> dict[str, Any]:
     return {
         "rounds": rounds,  # timed rounds behind each median (absent in reports before stop 28)
@@ -362,8 +360,11 @@ def _read_row(
         "reference": {
             "requests": 1, "statements": statements, "seconds": seconds, "http_seconds": http_seconds,
             # The HTTP client, and the same read with the standard library's client when that is
-            # another one (context; both absent in reports before 2026-12-05, whose client was http.client).
-            "http_client": client, "http_stdlib_seconds": plain_seconds,
+            # another one, with LangGraph's read timed beside it (context; absent in reports before
+            # 2026-12-05, whose client was http.client).
+            "http_client": client,
+            "http_stdlib_seconds": plain[1] if plain else None,
+            "http_stdlib_langgraph_seconds": plain[0] if plain else None,
         },
         "langgraph": {"statements": peer_statements, "seconds": peer_seconds},
         "langgraph_over_reference": ratio(peer_seconds, seconds),
